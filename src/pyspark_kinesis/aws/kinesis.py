@@ -1,0 +1,132 @@
+"""Kinesis calls the connector makes, with AWS errors turned into actionable connector errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+
+from ..errors import StreamAccessError
+from ..options import AwsSettings
+from ..positions import Position
+from .client import kinesis_client
+
+_CREDENTIAL_CODES = frozenset(
+    {
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "AccessDeniedException",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "IncompleteSignature",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """What ListShards says about a shard, reduced to what planning needs."""
+
+    shard_id: str
+    parent: str | None
+    adjacent_parent: str | None
+    start_hash: int
+    end_hash: int
+    closed: bool  # has an EndingSequenceNumber
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.parent, self.adjacent_parent) if p)
+
+    @staticmethod
+    def from_api(shard: dict[str, Any]) -> ShardInfo:
+        keys = shard.get("HashKeyRange", {})
+        return ShardInfo(
+            shard_id=shard["ShardId"],
+            parent=shard.get("ParentShardId"),
+            adjacent_parent=shard.get("AdjacentParentShardId"),
+            start_hash=int(keys.get("StartingHashKey", 0)),
+            end_hash=int(keys.get("EndingHashKey", 0)),
+            closed="EndingSequenceNumber" in shard.get("SequenceNumberRange", {}),
+        )
+
+
+def describe_failure(exc: Exception, stream: str, settings: AwsSettings) -> StreamAccessError:
+    """Translate a boto error into one message that says what to check. Never includes secrets."""
+    where = f"stream '{stream}' in region '{settings.region}'"
+    if settings.endpoint_url:
+        where += f" at endpoint {settings.endpoint_url}"
+    if isinstance(exc, EndpointConnectionError):
+        return StreamAccessError(
+            f"Cannot reach Kinesis for {where}: {exc}. Check the 'endpointUrl' and 'region' options and the network."
+        )
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return StreamAccessError(
+            f"No AWS credentials found for {where}. Set the awsAccessKeyId/awsSecretKey options or configure "
+            "boto3's default chain (environment, profile, instance role)."
+        )
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code == "ResourceNotFoundException":
+            return StreamAccessError(
+                f"Kinesis {where} does not exist. Create it, or fix the 'streamName'/'region' options."
+            )
+        if code in _CREDENTIAL_CODES:
+            return StreamAccessError(
+                f"AWS refused the credentials for {where} ({code}). Check the awsAccessKeyId/awsSecretKey/"
+                "sessionToken options or the default credential chain, and the IAM policy (kinesis:ListShards, "
+                "kinesis:GetShardIterator, kinesis:GetRecords, kinesis:DescribeStreamSummary)."
+            )
+        return StreamAccessError(f"Kinesis call failed for {where}: {code}: {exc}")
+    if isinstance(exc, BotoCoreError):
+        return StreamAccessError(f"Kinesis call failed for {where}: {exc.__class__.__name__}: {exc}")
+    return StreamAccessError(f"Kinesis call failed for {where}: {exc.__class__.__name__}: {exc}")
+
+
+class KinesisProxy:
+    """One stream's Kinesis API as the connector uses it."""
+
+    def __init__(self, stream: str, settings: AwsSettings, *, max_attempts: int | None = None) -> None:
+        self.stream = stream
+        self.settings = settings
+        self.client = kinesis_client(settings, max_attempts=max_attempts)
+
+    def check_stream(self) -> str:
+        """Fail fast with a clear message if the stream is missing or unreachable; returns its status."""
+        try:
+            summary = self.client.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
+        except (ClientError, BotoCoreError) as exc:
+            raise describe_failure(exc, self.stream, self.settings) from None
+        return str(summary.get("StreamStatus", "UNKNOWN"))
+
+    def list_shards(self) -> list[ShardInfo]:
+        """Every shard ListShards reports (open and closed-in-retention), following NextToken pages."""
+        shards: list[ShardInfo] = []
+        try:
+            response = self.client.list_shards(StreamName=self.stream)
+            for _page in range(10_000):  # bounded: a stream has at most a few thousand pages
+                shards.extend(ShardInfo.from_api(s) for s in response.get("Shards", []))
+                token = response.get("NextToken")
+                if not token:
+                    break
+                response = self.client.list_shards(NextToken=token)
+        except (ClientError, BotoCoreError) as exc:
+            raise describe_failure(exc, self.stream, self.settings) from None
+        return shards
+
+    def shard_iterator(self, shard_id: str, position: Position) -> str:
+        response = self.client.get_shard_iterator(
+            StreamName=self.stream, ShardId=shard_id, **position.iterator_args()
+        )
+        return str(response["ShardIterator"])
+
+    def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
+        return self.client.get_records(ShardIterator=iterator, Limit=limit)

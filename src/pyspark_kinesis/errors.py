@@ -1,0 +1,31 @@
+"""Errors the connector raises on purpose.
+
+Every message names the option or resource at fault and says what to do, because the user sees it
+through Spark's error wrapping, far from this code. Messages never contain secret option values.
+"""
+
+from __future__ import annotations
+
+
+class KinesisConnectorError(Exception):
+    """Base class: a problem the user can act on (bad option, missing stream, lost side records)."""
+
+
+class OptionError(KinesisConnectorError, ValueError):
+    """An option is missing, unknown or has an invalid value."""
+
+    def __init__(self, option: str, problem: str, fix: str) -> None:
+        self.option = option
+        super().__init__(f"Kinesis option '{option}': {problem}. {fix}")
+
+
+class StreamAccessError(KinesisConnectorError):
+    """The stream cannot be reached: missing, endpoint down, or credentials refused."""
+
+
+class CheckpointMismatchError(KinesisConnectorError):
+    """The query's checkpoint and the batch-end records under metadataPath disagree."""
+
+
+class DataLossError(KinesisConnectorError):
+    """Records a committed batch covered are no longer in the stream (past retention)."""

@@ -1,0 +1,96 @@
+"""The parent-before-child rule, in one place.
+
+Kinesis keeps per-key order across a split or merge only if a child shard is read after its parents
+are read to their ends. These pure functions decide, from the shard states in an offset and what
+ListShards returned, which shards may be read, which shards are new, and which finished parents can
+be forgotten. A parent that is not in the offset (never seen, or past retention) counts as finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from .aws.kinesis import ShardInfo
+from .offsets import ShardState
+from .positions import Position
+
+
+def readable(states: Mapping[str, ShardState]) -> list[str]:
+    """Shards that may be read now: not finished, and every parent still in the offset is finished."""
+    out = []
+    for sid in sorted(states):
+        state = states[sid]
+        if state.finished:
+            continue
+        if all(p not in states or states[p].finished for p in state.parents):
+            out.append(sid)
+    return out
+
+
+def initial_states(listed: Iterable[ShardInfo], start: Position) -> dict[str, ShardState]:
+    """The shards a new query starts with, all at the query's starting position. Given every listed
+    shard (TRIM_HORIZON, AT_TIMESTAMP), closed parents are read first and children wait for them; a
+    query starting now (LATEST) passes only the open shards (see `open_only`)."""
+    shards = list(listed)
+    return {s.shard_id: ShardState(position=start, parents=s.parents) for s in shards}
+
+
+def open_only(listed: Iterable[ShardInfo]) -> list[ShardInfo]:
+    return [s for s in listed if not s.closed]
+
+
+def _descendants(listed: Iterable[ShardInfo]) -> dict[str, set[str]]:
+    children: dict[str, set[str]] = {}
+    for shard in listed:
+        for parent in shard.parents:
+            children.setdefault(parent, set()).add(shard.shard_id)
+    out: dict[str, set[str]] = {}
+
+    def walk(sid: str, seen: set[str]) -> set[str]:
+        if sid in out:
+            return out[sid]
+        result: set[str] = set()
+        for child in children.get(sid, ()):
+            if child not in seen:
+                result.add(child)
+                result |= walk(child, seen | {child})
+        out[sid] = result
+        return result
+
+    for sid in list(children):
+        walk(sid, {sid})
+    return out
+
+
+def merge_discovered(states: Mapping[str, ShardState], listed: Iterable[ShardInfo]) -> dict[str, ShardState]:
+    """Add shards ListShards shows that the offset does not know. A new shard is read from its first
+    record (TRIM_HORIZON), whatever the query's starting position: it was born after the query started.
+    A listed shard with a known descendant was already read and dropped (or predates the query) and is
+    never added again, so a forgotten parent cannot be read twice."""
+    shards = list(listed)
+    descendants = _descendants(shards)
+    merged = dict(states)
+    for shard in shards:
+        if shard.shard_id in merged:
+            continue
+        if any(d in states for d in descendants.get(shard.shard_id, ())):
+            continue
+        merged[shard.shard_id] = ShardState(position=Position.trim_horizon(), parents=shard.parents)
+    return merged
+
+
+def prune_finished(states: Mapping[str, ShardState]) -> dict[str, ShardState]:
+    """Drop finished shards whose children are all in the offset and have all been read at least once,
+    so offsets stay small on long-lived streams. A finished shard with no known child yet stays: its
+    children are still to be discovered, and it must keep them waiting until then."""
+    children: dict[str, list[str]] = {}
+    for sid, state in states.items():
+        for parent in state.parents:
+            children.setdefault(parent, []).append(sid)
+    kept = {}
+    for sid, state in states.items():
+        kids = children.get(sid, [])
+        if state.finished and kids and all(states[k].polled_ms > 0 for k in kids):
+            continue
+        kept[sid] = state
+    return kept

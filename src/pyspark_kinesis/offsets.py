@@ -1,0 +1,180 @@
+"""The values that cross process boundaries: the offset Spark logs, and a task's batch-end record.
+
+Spark logs the offset for batch k *before* batch k runs, but Kinesis cannot say where a shard's data
+ends without reading it. So the offset for batch k carries each shard's concrete *start* position
+(the recorded ends of batch k-1), its lineage, and which task reads it; where batch k stopped is
+learned by the executors and written once, atomically, as a TaskEnd record under metadataPath. A
+replay of batch k reads exactly up to those recorded ends. All of this is plain JSON-able data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .positions import Position
+
+FORMAT_VERSION = 1
+NO_TASK = -1  # a shard that this batch does not read (idle, waiting for parents, or finished)
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(p for p in text.split(",") if p)
+
+
+@dataclass(frozen=True)
+class ShardState:
+    """One shard's entry in the offset."""
+
+    position: Position
+    parents: tuple[str, ...] = ()
+    task: int = NO_TASK
+    max_records: int = -1  # per-batch budget from Spark's read limit; -1 = only the per-shard cap
+    max_bytes: int = -1
+    idle: bool = False  # the last read found it at the tip with nothing new
+    polled_ms: int = 0  # when it was last read (driver clock), for the idle poll interval
+
+    @property
+    def finished(self) -> bool:
+        return self.position.is_end
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pos": self.position.to_json(),
+            "par": ",".join(self.parents),
+            "task": self.task,
+            "rec": self.max_records,
+            "byt": self.max_bytes,
+            "idle": self.idle,
+            "polled": self.polled_ms,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> ShardState:
+        return ShardState(
+            position=Position.from_json(data["pos"]),
+            parents=_split(data.get("par", "")),
+            task=int(data.get("task", NO_TASK)),
+            max_records=int(data.get("rec", -1)),
+            max_bytes=int(data.get("byt", -1)),
+            idle=bool(data.get("idle", False)),
+            polled_ms=int(data.get("polled", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """The offset Spark logs. batch == -1 is the initial offset: nothing planned yet."""
+
+    token: str  # ties the checkpoint to its records under metadataPath
+    batch: int
+    stream: str
+    shards: dict[str, ShardState]
+    cutoff_ms: int | None = None  # Trigger.AvailableNow: read records that arrived up to here
+
+    def tasks(self) -> dict[int, list[str]]:
+        """Task index -> the shard ids it reads, in shard id order."""
+        out: dict[int, list[str]] = {}
+        for sid in sorted(self.shards):
+            state = self.shards[sid]
+            if state.task != NO_TASK:
+                out.setdefault(state.task, []).append(sid)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "v": FORMAT_VERSION,
+            "token": self.token,
+            "batch": self.batch,
+            "stream": self.stream,
+            "shards": {sid: self.shards[sid].to_json() for sid in sorted(self.shards)},
+        }
+        if self.cutoff_ms is not None:
+            data["cut"] = self.cutoff_ms
+        return data
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> SourceOffset:
+        version = int(data.get("v", 0))
+        if version != FORMAT_VERSION:
+            raise ValueError(f"offset format version {version} is not supported (expected {FORMAT_VERSION})")
+        return SourceOffset(
+            token=str(data["token"]),
+            batch=int(data["batch"]),
+            stream=str(data["stream"]),
+            shards={sid: ShardState.from_json(s) for sid, s in data["shards"].items()},
+            cutoff_ms=data.get("cut"),
+        )
+
+    def replace_shards(self, shards: dict[str, ShardState]) -> SourceOffset:
+        return replace(self, shards=shards)
+
+
+@dataclass(frozen=True)
+class ShardEnd:
+    """Where one shard stopped in one batch, as learned by the task that read it."""
+
+    start: Position
+    end: Position
+    records: int = 0
+    bytes: int = 0
+    at_tip: bool = False  # MillisBehindLatest was 0 on the last response
+    reached_cutoff: bool = False  # an AvailableNow batch met a record that arrived after the cutoff
+    children: tuple[str, ...] = ()  # ChildShards reported when the shard closed
+    millis_behind: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start": self.start.to_json(),
+            "end": self.end.to_json(),
+            "n": self.records,
+            "b": self.bytes,
+            "tip": self.at_tip,
+            "cut": self.reached_cutoff,
+            "children": ",".join(self.children),
+            "behind": self.millis_behind,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> ShardEnd:
+        return ShardEnd(
+            start=Position.from_json(data["start"]),
+            end=Position.from_json(data["end"]),
+            records=int(data.get("n", 0)),
+            bytes=int(data.get("b", 0)),
+            at_tip=bool(data.get("tip", False)),
+            reached_cutoff=bool(data.get("cut", False)),
+            children=_split(data.get("children", "")),
+            millis_behind=int(data.get("behind", -1)),
+        )
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    """A task's durable record: the ends of all shards it read in one batch. Written once."""
+
+    token: str
+    batch: int
+    task: int
+    stream: str
+    shards: dict[str, ShardEnd] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": FORMAT_VERSION,
+            "token": self.token,
+            "batch": self.batch,
+            "task": self.task,
+            "stream": self.stream,
+            "shards": {sid: self.shards[sid].to_json() for sid in sorted(self.shards)},
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> TaskEnd:
+        return TaskEnd(
+            token=str(data["token"]),
+            batch=int(data["batch"]),
+            task=int(data["task"]),
+            stream=str(data["stream"]),
+            shards={sid: ShardEnd.from_json(s) for sid, s in data["shards"].items()},
+        )

@@ -1,0 +1,105 @@
+"""A position inside one shard, as a plain value that round-trips through Spark's offset log.
+
+Kinesis has no per-shard offset integer; a position is one of: the shard's oldest record, a point in
+time, "after record S" (all its KPL sub-records consumed), "inside aggregate S after sub-record n"
+(a batch limit cut a KPL aggregate), or "the shard's end" (read to its closing). LATEST never
+appears in an offset: the planner pins it to a timestamp when the query first starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+TRIM = "trim"
+TIMESTAMP = "ts"
+AFTER = "after"
+INSIDE = "inside"
+END = "end"
+LATEST = "latest"  # only as a parsed option, never stored
+
+
+@dataclass(frozen=True, order=False)
+class Position:
+    kind: str
+    seq: str | None = None  # sequence number (AFTER, INSIDE)
+    sub: int = -1  # last consumed sub-sequence index (INSIDE)
+    ts_ms: int | None = None  # epoch milliseconds (TIMESTAMP)
+
+    # -- constructors -------------------------------------------------------------------------
+    @staticmethod
+    def latest() -> Position:
+        return Position(LATEST)
+
+    @staticmethod
+    def trim_horizon() -> Position:
+        return Position(TRIM)
+
+    @staticmethod
+    def at_timestamp(ts_ms: int) -> Position:
+        return Position(TIMESTAMP, ts_ms=ts_ms)
+
+    @staticmethod
+    def after(seq: str) -> Position:
+        return Position(AFTER, seq=seq)
+
+    @staticmethod
+    def inside(seq: str, sub: int) -> Position:
+        return Position(INSIDE, seq=seq, sub=sub)
+
+    @staticmethod
+    def shard_end() -> Position:
+        return Position(END)
+
+    # -- queries ------------------------------------------------------------------------------
+    @property
+    def is_end(self) -> bool:
+        return self.kind == END
+
+    def iterator_args(self) -> dict[str, Any]:
+        """GetShardIterator arguments that resume reading at this position."""
+        if self.kind == TRIM:
+            return {"ShardIteratorType": "TRIM_HORIZON"}
+        if self.kind == TIMESTAMP:
+            return {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": self.ts_ms / 1000.0}
+        if self.kind == AFTER:
+            return {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "StartingSequenceNumber": self.seq}
+        if self.kind == INSIDE:
+            return {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": self.seq}
+        raise ValueError(f"position {self.kind!r} cannot be read from")
+
+    def skips(self, seq: str, sub: int) -> bool:
+        """True when the user record (seq, sub) was already consumed before this position.
+
+        Only an INSIDE position re-reads an aggregate it partly consumed; its consumed
+        sub-records must be dropped again.
+        """
+        return self.kind == INSIDE and seq == self.seq and sub <= self.sub
+
+    # -- plain-dict form for offsets and records -----------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        if self.kind == TIMESTAMP:
+            return {"k": TIMESTAMP, "ms": self.ts_ms}
+        if self.kind == AFTER:
+            return {"k": AFTER, "seq": self.seq}
+        if self.kind == INSIDE:
+            return {"k": INSIDE, "seq": self.seq, "sub": self.sub}
+        return {"k": self.kind}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Position:
+        kind = data["k"]
+        if kind == TIMESTAMP:
+            return Position.at_timestamp(int(data["ms"]))
+        if kind == AFTER:
+            return Position.after(str(data["seq"]))
+        if kind == INSIDE:
+            return Position.inside(str(data["seq"]), int(data["sub"]))
+        if kind in (TRIM, END):
+            return Position(kind)
+        raise ValueError(f"unknown position kind {kind!r}")
+
+
+def seq_key(seq: str) -> int:
+    """Sequence numbers order numerically, and only within one shard."""
+    return int(seq)

@@ -1,0 +1,124 @@
+"""A task's exactly-once protocol on the executor.
+
+1. If a record of this (batch, task) exists, this is a replay: read each shard exactly to its
+   recorded end.
+2. Otherwise read within the batch's limits, then try to write the record (atomic, first writer wins).
+3. If another attempt (a retry, or a speculative copy) won the race, adopt its ends: shards whose end
+   differs are read again up to the winner's end.
+Rows leave the task only after its record is durable, so every attempt emits the same rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import orjson
+import pyarrow as pa
+
+from . import faults
+from .aws.kinesis import KinesisProxy
+from .errors import CheckpointMismatchError
+from .fetching import Columns, ShardLimits, fetch_shard
+from .offsets import ShardEnd, TaskEnd
+from .options import SourceConfig
+from .planning import task_key
+from .positions import Position
+from .store import open_store
+
+MAX_THREADS = 16
+
+
+@dataclass(frozen=True)
+class ShardSlice:
+    shard_id: str
+    start: Position
+    max_records: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything one Spark task needs; pickled into the InputPartition."""
+
+    token: str
+    batch: int
+    task: int
+    shards: tuple[ShardSlice, ...]
+    cutoff_ms: int | None
+
+
+def _fetch_all(config: SourceConfig, plan: TaskPlan, until: dict[str, Position] | None):
+    proxy = KinesisProxy(config.stream_name, config.aws)
+    deadline = time.monotonic() + config.max_fetch_time_ms / 1000.0
+
+    def one(piece: ShardSlice) -> tuple[Columns, ShardEnd]:
+        limits = ShardLimits(
+            max_records=min(piece.max_records, config.max_records_per_shard)
+            if piece.max_records > 0
+            else config.max_records_per_shard,
+            max_bytes=min(piece.max_bytes, config.max_bytes_per_shard)
+            if piece.max_bytes > 0
+            else config.max_bytes_per_shard,
+            cutoff_ms=plan.cutoff_ms,
+            deadline=deadline,
+        )
+        target = None if until is None else until[piece.shard_id]
+        return fetch_shard(proxy, piece.shard_id, piece.start, limits, target, config.fail_on_data_loss)
+
+    if len(plan.shards) == 1:
+        return {plan.shards[0].shard_id: one(plan.shards[0])}
+    with ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(plan.shards))) as pool:
+        results = list(pool.map(one, plan.shards))
+    return {piece.shard_id: result for piece, result in zip(plan.shards, results, strict=True)}
+
+
+def _check_record(record: TaskEnd, plan: TaskPlan, config: SourceConfig) -> None:
+    for piece in plan.shards:
+        end = record.shards.get(piece.shard_id)
+        if record.stream != config.stream_name or end is None or end.start != piece.start:
+            raise CheckpointMismatchError(
+                f"The batch-end record of batch {plan.batch}, task {plan.task} under metadataPath "
+                f"'{config.metadata_path}' does not match the checkpoint (shard {piece.shard_id}). "
+                "metadataPath must belong to this query's checkpoint only."
+            )
+
+
+def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
+    store = open_store(config.metadata_path or "")
+    key = task_key(plan.token, plan.batch, plan.task)
+    raw = store.get(key)
+    if raw is not None:
+        record = TaskEnd.from_json(orjson.loads(raw))
+        _check_record(record, plan, config)
+        results = _fetch_all(config, plan, {sid: e.end for sid, e in record.shards.items()})
+    else:
+        results = _fetch_all(config, plan, None)
+        mine = TaskEnd(
+            token=plan.token,
+            batch=plan.batch,
+            task=plan.task,
+            stream=config.stream_name,
+            shards={sid: end for sid, (_cols, end) in results.items()},
+        )
+        faults.maybe_fail("before-record")
+        if not store.put_if_absent(key, orjson.dumps(mine.to_json())):
+            winner = TaskEnd.from_json(orjson.loads(store.get(key) or b"{}"))
+            _check_record(winner, plan, config)
+            differs = {sid for sid, end in winner.shards.items() if end.end != mine.shards[sid].end}
+            if differs:
+                redo = TaskPlan(
+                    plan.token,
+                    plan.batch,
+                    plan.task,
+                    tuple(p for p in plan.shards if p.shard_id in differs),
+                    plan.cutoff_ms,
+                )
+                results.update(_fetch_all(config, redo, {sid: winner.shards[sid].end for sid in differs}))
+        faults.maybe_fail("after-record")
+    for piece in plan.shards:
+        cols, _end = results[piece.shard_id]
+        if len(cols):
+            yield cols.to_arrow()
