@@ -49,16 +49,21 @@ class KinesisDataSource(DataSource):
         return "kinesis"
 
     def schema(self) -> str:
+        # Spark calls this at .load(): validating here makes a typo fail there, before any query starts.
+        parse_options(self._batch_options(), streaming=False)
         return SPARK_SCHEMA
+
+    def _batch_options(self) -> dict[str, str]:
+        options = dict(self.options)
+        if not any(k.lower() == "startingposition" for k in options):
+            options["startingPosition"] = "TRIM_HORIZON"  # a backfill reads the whole retention by default
+        return options
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return KinesisStreamReader(parse_options(self.options, streaming=True))
 
     def reader(self, schema: Any) -> DataSourceReader:
-        options = dict(self.options)
-        if not any(k.lower() == "startingposition" for k in options):
-            options["startingPosition"] = "TRIM_HORIZON"  # a backfill reads the whole retention by default
-        return KinesisBatchReader(parse_options(options, streaming=False))
+        return KinesisBatchReader(parse_options(self._batch_options(), streaming=False))
 
 
 class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -203,6 +203,7 @@ def fetch_shard(
         reached_cutoff=reached_cutoff,
         children=children,
         millis_behind=behind,
+        read_at_ms=int(time.time() * 1000),
     )
 
 

@@ -122,6 +122,7 @@ class ShardEnd:
     reached_cutoff: bool = False  # an AvailableNow batch met a record that arrived after the cutoff
     children: tuple[str, ...] = ()  # ChildShards reported when the shard closed
     millis_behind: int = -1
+    read_at_ms: int = 0  # wall clock when the read finished: drives the idle poll interval
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,6 +134,7 @@ class ShardEnd:
             "cut": self.reached_cutoff,
             "children": ",".join(self.children),
             "behind": self.millis_behind,
+            "at": self.read_at_ms,
         }
 
     @staticmethod
@@ -146,6 +148,7 @@ class ShardEnd:
             reached_cutoff=bool(data.get("cut", False)),
             children=_split(data.get("children", "")),
             millis_behind=int(data.get("behind", -1)),
+            read_at_ms=int(data.get("at", 0)),
         )
 
 

@@ -165,7 +165,6 @@ class Planner:
     # -- the next offset -------------------------------------------------------------------------
     def advance(self, offset: SourceOffset, ends: dict[str, ShardEnd]) -> dict[str, ShardState]:
         """Shard states after batch `offset.batch`: new positions, idle flags, poll times."""
-        polled = self.clock()
         states: dict[str, ShardState] = {}
         for sid, state in offset.shards.items():
             end = ends.get(sid)
@@ -174,7 +173,7 @@ class Planner:
                 states[sid] = base
             else:
                 idle = end.records == 0 and end.at_tip
-                states[sid] = replace(base, position=end.end, idle=idle, polled_ms=polled)
+                states[sid] = replace(base, position=end.end, idle=idle, polled_ms=max(end.read_at_ms, 1))
         return states
 
     def _discover(self, states: dict[str, ShardState], force: bool) -> dict[str, ShardState]:
@@ -204,7 +203,12 @@ class Planner:
             sid
             for sid in lineage.readable(states)
             if sid not in drained
-            and not (states[sid].idle and now - states[sid].polled_ms < self.config.idle_poll_interval_ms)
+            # AvailableNow reads on until every shard is drained: returning `start` would end the run.
+            and not (
+                self.cutoff_ms is None
+                and states[sid].idle
+                and now - states[sid].polled_ms < self.config.idle_poll_interval_ms
+            )
         ]
         budgets_rows = split_budget(max_rows, candidates, start.batch + 1) if max_rows and candidates else {}
         budgets_bytes = (

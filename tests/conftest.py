@@ -1,0 +1,60 @@
+"""Shared fixtures: real local Kinesis servers on loopback and a real SparkSession.
+
+Dummy credentials are set before anything imports boto3 (both local servers reject unsigned calls),
+and the instance metadata probe is off, so nothing ever leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "000000000000")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local-test-secret")
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+os.environ.setdefault("AWS_REGION", "us-east-1")
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+import pytest  # noqa: E402
+
+from pyspark_kinesis.local import LocalKinesis  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def kinesis_local():
+    with LocalKinesis("kinesis-local") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kinesalite():
+    with LocalKinesis("kinesalite") as server:
+        yield server
+
+
+@pytest.fixture(scope="session", params=["kinesis-local", "kinesalite"])
+def any_kinesis(request):
+    """Both implementations, for the core read tests."""
+    return request.getfixturevalue(request.param.replace("-", "_"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    import pyspark_kinesis
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pyspark-kinesis-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    pyspark_kinesis.register(session)
+    yield session
+    session.stop()

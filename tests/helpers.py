@@ -1,0 +1,73 @@
+"""Test helpers: streams with unique names, records that say who put them, and exactly-once checks."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+
+import boto3
+
+
+def client(endpoint: str, region: str = "us-east-1"):
+    return boto3.client("kinesis", endpoint_url=endpoint, region_name=region)
+
+
+def new_stream(kinesis, shards: int = 2, prefix: str = "t") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    kinesis.create_stream(StreamName=name, ShardCount=shards)
+    for _ in range(100):
+        if kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
+            return name
+        time.sleep(0.1)
+    raise AssertionError(f"stream {name} did not become ACTIVE")
+
+
+def put(kinesis, stream: str, start: int, count: int, keys: int = 8, tag: str = "r") -> list[str]:
+    """Put records '<tag>-<n>' with partition key 'k<n % keys>' in calls of 100; returns the payloads."""
+    payloads = []
+    pending = [(f"{tag}-{n}", f"k{n % keys}") for n in range(start, start + count)]
+    for i in range(0, len(pending), 100):
+        chunk = pending[i : i + 100]
+        response = kinesis.put_records(
+            StreamName=stream, Records=[{"Data": d.encode(), "PartitionKey": k} for d, k in chunk]
+        )
+        # The local servers never throttle; a partial failure here would make every check meaningless.
+        assert response.get("FailedRecordCount", 0) == 0, "local Kinesis rejected records"
+        payloads.extend(d for d, _ in chunk)
+    return payloads
+
+
+def assert_exactly_once(rows: Iterable, expected: Iterable[str]) -> None:
+    """Every expected payload arrived exactly once and nothing else arrived."""
+    seen = defaultdict(int)
+    for row in rows:
+        seen[bytes(row["data"]).decode()] += 1
+    dupes = {k: v for k, v in seen.items() if v > 1}
+    expected_set = set(expected)
+    missing = expected_set - set(seen)
+    extra = set(seen) - expected_set
+    assert not dupes, f"{len(dupes)} records arrived more than once, e.g. {sorted(dupes)[:5]}"
+    assert not missing, f"{len(missing)} records were lost, e.g. {sorted(missing)[:5]}"
+    assert not extra, f"{len(extra)} records arrived that were not expected, e.g. {sorted(extra)[:5]}"
+
+
+def assert_shard_order(rows_in_arrival_order: Iterable) -> None:
+    """Within each shard, sequence numbers (and sub-sequence numbers) strictly increase in arrival order."""
+    last: dict[str, tuple[int, int]] = {}
+    for row in rows_in_arrival_order:
+        key = (int(row["sequenceNumber"]), int(row["subSequenceNumber"]))
+        shard = row["shardId"]
+        assert shard not in last or key > last[shard], f"shard {shard} went back from {last[shard]} to {key}"
+        last[shard] = key
+
+
+def assert_key_order(rows_in_arrival_order: Iterable) -> None:
+    """For each partition key, payload numbers increase in arrival order (records are put in order)."""
+    last: dict[str, int] = {}
+    for row in rows_in_arrival_order:
+        key = row["partitionKey"]
+        number = int(bytes(row["data"]).decode().rsplit("-", 1)[1])
+        assert key not in last or number > last[key], f"key {key}: {number} arrived after {last[key]}"
+        last[key] = number

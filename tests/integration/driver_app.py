@@ -1,0 +1,63 @@
+"""A streaming query run as its own process, so tests can SIGKILL its driver or set executor env.
+
+It reads a stream with the kinesis source and writes each batch with foreachBatch to
+<out>/batch=<id> (overwrite: a replayed batch replaces its own output, so the sink is idempotent),
+keeping each row's position in the batch so arrival order can be checked afterwards.
+Usage: python driver_app.py '<json config>'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    import pyspark_kinesis
+
+    builder = (
+        SparkSession.builder.master(cfg.get("master", "local[2]"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+    )
+    for key, value in cfg.get("conf", {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    pyspark_kinesis.register(spark)
+
+    reader = spark.readStream.format("kinesis")
+    for key, value in cfg["options"].items():
+        reader = reader.option(key, value)
+    out = cfg["out"]
+    pause = float(cfg.get("pause_s", 0))
+
+    def write_batch(df, batch_id: int) -> None:
+        if pause:
+            time.sleep(pause)  # widen the window in which the driver can be killed mid-batch
+        rows = df.withColumn("pos", F.monotonically_increasing_id())
+        rows.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
+
+    writer = reader.load().writeStream.foreachBatch(write_batch).option("checkpointLocation", cfg["checkpoint"])
+    if cfg.get("trigger") == "availableNow":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=cfg.get("interval", "300 milliseconds"))
+    query = writer.start()
+    query.awaitTermination(float(cfg.get("timeout_s", 600)))
+    query.stop()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

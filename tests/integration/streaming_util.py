@@ -1,0 +1,57 @@
+"""Running queries in-process for the tests, bounded in time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def reader(spark, endpoint: str, stream: str, meta: str, **options):
+    r = (
+        spark.readStream.format("kinesis")
+        .option("streamName", stream)
+        .option("region", "us-east-1")
+        .option("endpointUrl", endpoint)
+        .option("metadataPath", meta)
+    )
+    for key, value in options.items():
+        r = r.option(key, str(value))
+    return r.load()
+
+
+class Collector:
+    """A foreachBatch sink that keeps (batch id, row) in arrival order, in the driver."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[int, list]] = []
+
+    def __call__(self, df, batch_id: int) -> None:
+        self.batches = [b for b in self.batches if b[0] != batch_id]  # a replayed batch replaces itself
+        self.batches.append((batch_id, df.collect()))
+
+    @property
+    def rows(self) -> list:
+        return [r for _, rows in sorted(self.batches, key=lambda b: b[0]) for r in rows]
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, query=None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if query is not None and query.exception() is not None:
+            raise AssertionError(f"query failed while waiting for {what}: {query.exception()}")
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def run_available_now(spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180) -> None:
+    query = df.writeStream.foreachBatch(collector).option("checkpointLocation", checkpoint).trigger(
+        availableNow=True
+    ).start()
+    finished = query.awaitTermination(timeout_s)
+    if not finished:
+        query.stop()
+        raise AssertionError(f"AvailableNow query did not finish within {timeout_s} s")
+    if query.exception() is not None:
+        raise AssertionError(f"query failed: {query.exception()}")

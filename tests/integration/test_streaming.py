@@ -1,0 +1,177 @@
+"""The source against a real local Kinesis and a real SparkSession: delivery, restarts, positions,
+admission control, triggers and batch reads."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
+from tests.integration.streaming_util import Collector, reader, run_available_now, wait_for
+
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+
+
+def test_records_put_before_and_during_the_query_arrive_once_in_order(spark, any_kinesis, tmp_path):
+    kin = client(any_kinesis.endpoint)
+    stream = new_stream(kin, shards=3)
+    expected = put(kin, stream, 0, 300)
+    sink = Collector()
+    df = reader(spark, any_kinesis.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON")
+    query = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait_for(lambda: len(sink.rows) >= 300, 120, "the records put before the start", query)
+        expected += put(kin, stream, 300, 300)
+        wait_for(lambda: len(sink.rows) >= 600, 120, "the records put while running", query)
+        time.sleep(2)  # a duplicate would show up in the next batches
+    finally:
+        query.stop()
+    assert_exactly_once(sink.rows, expected)
+    assert_shard_order(sink.rows)
+    assert_key_order(sink.rows)
+    assert len(sink.batches) >= 2
+
+
+def test_stop_and_restart_from_checkpoint_loses_and_repeats_nothing(spark, any_kinesis, tmp_path):
+    kin = client(any_kinesis.endpoint)
+    stream = new_stream(kin, shards=2)
+    meta, cp = str(tmp_path / "meta"), str(tmp_path / "cp")
+    sink = Collector()
+    expected = put(kin, stream, 0, 250)
+    run_available_now(spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink)
+    first_run = len(sink.rows)
+    assert first_run == 250
+    expected += put(kin, stream, 250, 250)
+    run_available_now(spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink)
+    # A third run with nothing new must read nothing and plan no batch.
+    batches_before = len(sink.batches)
+    run_available_now(spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink)
+    assert_exactly_once(sink.rows, expected)
+    assert_shard_order(sink.rows)
+    assert all(len(rows) == 0 for _, rows in sink.batches[batches_before:])
+
+
+def test_latest_reads_records_put_after_the_query_started_only(spark, kinesis_local, tmp_path):
+    kin = client(kinesis_local.endpoint)
+    stream = new_stream(kin, shards=2)
+    put(kin, stream, 0, 50, tag="old")
+    time.sleep(1.5)
+    sink = Collector()
+    df = reader(spark, kinesis_local.endpoint, stream, str(tmp_path / "meta"))  # LATEST is the default
+    query = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    try:
+        # LATEST is pinned when Spark initializes the source, moments after start() returns; records
+        # put from then on, including before the first batch is planned, must all arrive.
+        # The offset log's first entry is written after initialOffset() pinned LATEST.
+        wait_for(lambda: (tmp_path / "cp" / "offsets" / "0").exists(), 60, "the first offset", query)
+        expected = put(kin, stream, 0, 60, tag="new")
+        wait_for(lambda: len(sink.rows) >= 60, 60, "records put after the start", query)
+        time.sleep(2)
+    finally:
+        query.stop()
+    assert_exactly_once(sink.rows, expected)
+
+
+def test_at_timestamp_starts_at_that_time(spark, any_kinesis, tmp_path):
+    kin = client(any_kinesis.endpoint)
+    stream = new_stream(kin, shards=2)
+    put(kin, stream, 0, 40, tag="before")
+    time.sleep(1.5)
+    moment = datetime.now(timezone.utc).isoformat()
+    time.sleep(1.5)
+    expected = put(kin, stream, 0, 40, tag="after")
+    sink = Collector()
+    df = reader(spark, any_kinesis.endpoint, stream, str(tmp_path / "meta"), startingPosition=f"AT_TIMESTAMP:{moment}")
+    run_available_now(spark, df, str(tmp_path / "cp"), sink)
+    assert_exactly_once(sink.rows, expected)
+
+
+def test_available_now_reads_in_bounded_batches_and_stops_at_the_start_time(spark, kinesalite, tmp_path):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    expected = put(kin, stream, 0, 450)
+    late: list[str] = []
+
+    class LatePutter(Collector):
+        def __call__(self, df, batch_id):
+            super().__call__(df, batch_id)
+            if batch_id == 0:
+                time.sleep(1.1)
+                late.extend(put(kin, stream, 1000, 50, tag="late"))
+
+    sink = LatePutter()
+    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON",
+                maxRecordsPerBatch=100)
+    run_available_now(spark, df, str(tmp_path / "cp"), sink)
+    assert_exactly_once(sink.rows, expected)  # the late records arrived after the trigger started
+    assert all(len(rows) <= 100 for _, rows in sink.batches)
+    assert len([b for b in sink.batches if b[1]]) >= 5
+    # The next run picks up what arrived after the first one started.
+    run_available_now(spark, reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"),
+                                    startingPosition="TRIM_HORIZON", maxRecordsPerBatch=100),
+                      str(tmp_path / "cp"), sink)
+    assert_exactly_once(sink.rows, expected + late)
+    assert_shard_order(sink.rows)
+
+
+def test_max_bytes_per_batch_bounds_each_batch(spark, kinesalite, tmp_path):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=1)
+    expected = put(kin, stream, 0, 200)  # payloads of 5-7 bytes
+    sink = Collector()
+    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON",
+                maxBytesPerBatch=300)
+    run_available_now(spark, df, str(tmp_path / "cp"), sink)
+    assert_exactly_once(sink.rows, expected)
+    assert all(sum(len(r["data"]) for r in rows) <= 300 for _, rows in sink.batches)
+
+
+def test_trigger_once_runs_one_batch(spark, kinesalite, tmp_path):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    expected = put(kin, stream, 0, 120)
+    sink = Collector()
+    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON")
+    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(
+        once=True
+    ).start()
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    assert len(sink.batches) == 1
+    assert_exactly_once(sink.rows, expected)
+
+
+def test_batch_read_between_positions(spark, any_kinesis):
+    kin = client(any_kinesis.endpoint)
+    stream = new_stream(kin, shards=2)
+    first = put(kin, stream, 0, 70, tag="a")
+    time.sleep(1.5)
+    moment = datetime.now(timezone.utc).isoformat()
+    time.sleep(1.5)
+    second = put(kin, stream, 0, 30, tag="b")
+
+    def batch(**options):
+        r = spark.read.format("kinesis").option("streamName", stream).option("region", "us-east-1")
+        r = r.option("endpointUrl", any_kinesis.endpoint)
+        for key, value in options.items():
+            r = r.option(key, value)
+        return r.load().collect()
+
+    assert_exactly_once(batch(), first + second)
+    assert_exactly_once(batch(endingPosition=f"AT_TIMESTAMP:{moment}"), first)
+    assert_exactly_once(batch(startingPosition=f"AT_TIMESTAMP:{moment}"), second)
+    rows = batch()
+    assert {r["streamName"] for r in rows} == {stream}
+    assert all(r["approximateArrivalTimestamp"] is not None and r["partitionKey"].startswith("k") for r in rows)
