@@ -1,0 +1,180 @@
+"""Exactly-once under faults: the driver killed with SIGKILL mid-batch, tasks failing on their first
+attempt (before and after recording their batch end), speculative execution, and racing attempts."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pyspark_kinesis.options import parse_options
+from pyspark_kinesis.planning import task_key
+from pyspark_kinesis.positions import Position
+from pyspark_kinesis.reading import ShardSlice, TaskPlan, read_task
+from pyspark_kinesis.store import open_store
+from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
+
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+APP = Path(__file__).with_name("driver_app.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_driver(cfg: dict, env: dict | None = None) -> subprocess.Popen:
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(ROOT)
+    full_env.update(env or {})
+    # Its own session, so the SIGKILL below reaches the driver's JVM and Python workers too.
+    return subprocess.Popen(
+        [sys.executable, str(APP), json.dumps(cfg)],
+        env=full_env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=open(cfg["checkpoint"] + ".log", "ab"),  # noqa: SIM115
+    )
+
+
+def run_driver(cfg: dict, env: dict | None = None, timeout_s: float = 240) -> None:
+    process = start_driver(cfg, env)
+    try:
+        code = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise AssertionError(f"driver did not finish within {timeout_s} s") from None
+    log = Path(cfg["checkpoint"] + ".log").read_text(errors="replace")
+    assert code == 0, f"driver exited with {code}:\n{log[-3000:]}"
+
+
+def output_rows(out: Path) -> list[dict]:
+    """Rows of every batch in batch order, then in their order inside the batch."""
+    rows = []
+    folders = sorted(out.glob("batch=*"), key=lambda p: int(p.name.split("=")[1]))
+    for folder in folders:
+        table = pq.read_table(folder).sort_by("pos")
+        rows.extend(table.to_pylist())
+    return rows
+
+
+def config(endpoint: str, stream: str, tmp: Path, **extra) -> dict:
+    cfg = {
+        "options": {
+            "streamName": stream,
+            "region": "us-east-1",
+            "endpointUrl": endpoint,
+            "startingPosition": "TRIM_HORIZON",
+            "metadataPath": str(tmp / "meta"),
+            "maxRecordsPerBatch": "150",
+        },
+        "checkpoint": str(tmp / "cp"),
+        "out": str(tmp / "out"),
+    }
+    cfg.update(extra)
+    return cfg
+
+
+def test_driver_killed_mid_batch_then_restarted(kinesalite, tmp_path):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    expected = put(kin, stream, 0, 400)
+    rng = random.Random(7)
+    cfg = config(kinesalite.endpoint, stream, tmp_path, pause_s=1.5)
+    kills = 0
+    for round_ in range(3):
+        process = start_driver(cfg)
+        # Wait until batches are flowing, then kill at a random moment: planning, reading or writing.
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not list((tmp_path / "out").glob("batch=*")):
+            time.sleep(0.2)
+        expected += put(kin, stream, 1000 * (round_ + 1), 200)
+        time.sleep(rng.uniform(0.5, 3.0))
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        kills += 1
+    run_driver(dict(cfg, trigger="availableNow", pause_s=0))
+    rows = output_rows(tmp_path / "out")
+    assert kills == 3
+    assert_exactly_once(rows, expected)
+    assert_shard_order(rows)
+    assert_key_order(rows)
+
+
+@pytest.mark.parametrize("step", ["before-record", "after-record"])
+def test_task_failing_on_first_attempt_is_retried_exactly(kinesalite, tmp_path, step):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    expected = put(kin, stream, 0, 300)
+    cfg = config(kinesalite.endpoint, stream, tmp_path, trigger="availableNow", master="local[2,4]")
+    run_driver(cfg, env={"PYSPARK_KINESIS_FAULT": step})
+    log = Path(cfg["checkpoint"] + ".log").read_text(errors="replace")
+    assert "injected fault" in log, "the fault was not injected, so this test proved nothing"
+    rows = output_rows(tmp_path / "out")
+    assert_exactly_once(rows, expected)
+    assert_shard_order(rows)
+
+
+def test_speculative_execution_on(kinesalite, tmp_path):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=4)
+    expected = put(kin, stream, 0, 600)
+    conf = {
+        "spark.speculation": "true",
+        "spark.speculation.interval": "50ms",
+        "spark.speculation.quantile": "0.1",
+        "spark.speculation.multiplier": "1.1",
+        "spark.speculation.minTaskRuntime": "10ms",
+    }
+    cfg = config(kinesalite.endpoint, stream, tmp_path, trigger="availableNow", conf=conf, master="local[4]")
+    run_driver(cfg)
+    rows = output_rows(tmp_path / "out")
+    assert_exactly_once(rows, expected)
+    assert_shard_order(rows)
+
+
+def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path):
+    """Two attempts of the same partition at once, while records keep arriving: whichever records
+    its end first wins, and the other must emit exactly the winner's rows."""
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    put(kin, stream, 0, 500)
+    config_ = parse_options(
+        {"streamName": stream, "region": "us-east-1", "endpointUrl": kinesalite.endpoint,
+         "metadataPath": str(tmp_path / "meta")},
+        streaming=True,
+    )
+    shards = [s["ShardId"] for s in kin.list_shards(StreamName=stream)["Shards"]]
+    plan = TaskPlan("tok", 0, 0, tuple(ShardSlice(s, Position.trim_horizon(), -1, -1) for s in shards), None)
+    results: list[list] = [[], [], []]
+    stop = threading.Event()
+
+    def writer():
+        n = 10_000
+        while not stop.is_set() and n < 12_000:
+            put(kin, stream, n, 20)
+            n += 20
+
+    def attempt(index: int) -> None:
+        for batch in read_task(config_, plan):
+            results[index].extend(batch.to_pylist())
+
+    feeder = threading.Thread(target=writer)
+    feeder.start()
+    attempts = [threading.Thread(target=attempt, args=(i,)) for i in range(2)]
+    for t in attempts:
+        t.start()
+    for t in attempts:
+        t.join(timeout=120)
+    attempt(2)  # a later retry replays the recorded end
+    stop.set()
+    feeder.join(timeout=60)
+    assert open_store(str(tmp_path / "meta")).get(task_key("tok", 0, 0)) is not None
+    keys = [[(r["shardId"], r["sequenceNumber"], r["subSequenceNumber"]) for r in rows] for rows in results]
+    assert keys[0] == keys[1] == keys[2]
+    assert len(keys[0]) >= 500
