@@ -175,3 +175,30 @@ def test_batch_read_between_positions(spark, any_kinesis):
     rows = batch()
     assert {r["streamName"] for r in rows} == {stream}
     assert all(r["approximateArrivalTimestamp"] is not None and r["partitionKey"].startswith("k") for r in rows)
+
+
+def test_kpl_aggregates_cut_by_batch_limits_arrive_once(spark, kinesalite, tmp_path):
+    """A batch limit smaller than an aggregate ends batches inside KPL aggregates; the sub-records
+    must still arrive once each, in order, with their sub-sequence numbers."""
+    from aws_kinesis_agg.aggregator import RecordAggregator
+
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=1)
+    expected = []
+    for blob in range(6):
+        aggregator = RecordAggregator()
+        for i in range(10):
+            payload = f"agg-{blob * 10 + i}"
+            aggregator.add_user_record(f"k{i % 3}", payload.encode())
+            expected.append(payload)
+        key, _hash, data = aggregator.clear_and_get().get_contents()
+        kin.put_record(StreamName=stream, Data=data, PartitionKey=key)
+    expected += put(kin, stream, 0, 5, tag="plain")
+    sink = Collector()
+    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON",
+                maxRecordsPerBatch=7)
+    run_available_now(spark, df, str(tmp_path / "cp"), sink)
+    assert_exactly_once(sink.rows, expected)
+    assert_shard_order(sink.rows)
+    assert all(len(rows) <= 7 for _, rows in sink.batches)
+    assert sorted({r["subSequenceNumber"] for r in sink.rows}) == list(range(10))

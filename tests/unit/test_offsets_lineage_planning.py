@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from pyspark_kinesis import lineage
+from pyspark_kinesis.aws.kinesis import ShardInfo
+from pyspark_kinesis.offsets import ShardEnd, ShardState, SourceOffset, TaskEnd
+from pyspark_kinesis.planning import split_budget
+from pyspark_kinesis.positions import Position
+
+
+def shard(sid, parent=None, adjacent=None, closed=False):
+    return ShardInfo(sid, parent, adjacent, 0, 1, closed)
+
+
+def test_offset_round_trip_keeps_tasks():
+    offset = SourceOffset(
+        token="t",
+        batch=3,
+        stream="s",
+        shards={
+            "b": ShardState(Position.after("9"), parents=("a",), task=1, max_records=10),
+            "a": ShardState(Position.shard_end()),
+            "c": ShardState(Position.trim_horizon(), task=0),
+        },
+        cutoff_ms=77,
+    )
+    again = SourceOffset.from_json(offset.to_json())
+    assert again == offset
+    assert again.tasks() == {0: ["c"], 1: ["b"]}
+    end = TaskEnd("t", 3, 1, "s", {"b": ShardEnd(Position.after("9"), Position.inside("12", 4), 7, 70, children=("x", "y"))})
+    assert TaskEnd.from_json(end.to_json()) == end
+
+
+def test_children_wait_until_every_parent_is_finished():
+    states = {
+        "p1": ShardState(Position.trim_horizon()),
+        "p2": ShardState(Position.shard_end()),
+        "merged": ShardState(Position.trim_horizon(), parents=("p1", "p2")),
+        "orphan": ShardState(Position.trim_horizon(), parents=("expired",)),
+    }
+    assert lineage.readable(states) == ["orphan", "p1"]
+    states["p1"] = ShardState(Position.shard_end())
+    assert lineage.readable(states) == ["merged", "orphan"]
+
+
+def test_discovery_adds_new_children_at_trim_horizon_and_never_readds_forgotten_parents():
+    states = {"child": ShardState(Position.after("5"), parents=("parent",), polled_ms=1)}
+    listed = [shard("parent", closed=True), shard("child", "parent"), shard("grandchild", "child")]
+    merged = lineage.merge_discovered(states, listed)
+    assert set(merged) == {"child", "grandchild"}
+    assert merged["grandchild"].position == Position.trim_horizon()
+    assert merged["grandchild"].parents == ("child",)
+
+
+def test_finished_parents_are_dropped_once_all_children_started():
+    states = {
+        "parent": ShardState(Position.shard_end()),
+        "left": ShardState(Position.trim_horizon(), parents=("parent",), polled_ms=5),
+        "right": ShardState(Position.trim_horizon(), parents=("parent",)),
+        "lonely": ShardState(Position.shard_end()),
+    }
+    assert set(lineage.prune_finished(states)) == set(states)  # right has not started; lonely has no child yet
+    states["right"] = ShardState(Position.trim_horizon(), parents=("parent",), polled_ms=6)
+    assert set(lineage.prune_finished(states)) == {"left", "right", "lonely"}
+
+
+def test_split_budget_is_exact_and_rotates_the_remainder():
+    ids = ["a", "b", "c"]
+    for total in (1, 2, 3, 10, 100):
+        for rotate in range(4):
+            parts = split_budget(total, ids, rotate)
+            assert sum(parts.values()) == total
+            assert max(parts.values()) - min(parts.values()) <= 1
+    assert split_budget(1, ids, 0) != split_budget(1, ids, 1)
