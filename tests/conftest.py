@@ -16,9 +16,9 @@ os.environ.setdefault("AWS_REGION", "us-east-1")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
-import pytest  # noqa: E402
+import pytest
 
-from pyspark_kinesis.local import LocalKinesis  # noqa: E402
+from pyspark_kinesis.local import LocalKinesis
 
 
 @pytest.fixture(scope="session")

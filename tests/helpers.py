@@ -18,7 +18,10 @@ def new_stream(kinesis, shards: int = 2, prefix: str = "t") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
     kinesis.create_stream(StreamName=name, ShardCount=shards)
     for _ in range(100):
-        if kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
+        if (
+            kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
+            == "ACTIVE"
+        ):
             return name
         time.sleep(0.1)
     raise AssertionError(f"stream {name} did not become ACTIVE")

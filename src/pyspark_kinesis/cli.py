@@ -9,7 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, help="pyspark-kinesis: a Kinesis source for Spark Structured Streaming.")
+app = typer.Typer(
+    add_completion=False, help="pyspark-kinesis: a Kinesis source for Spark Structured Streaming."
+)
 local_app = typer.Typer(add_completion=False, help="Local Kinesis-compatible servers for development.")
 app.add_typer(local_app, name="local")
 console = Console()
@@ -17,7 +19,9 @@ console = Console()
 
 @app.command()
 def demo(
-    workdir: str = typer.Option(None, help="Folder for the checkpoint and Parquet output (default: a temp dir)."),
+    workdir: str = typer.Option(
+        None, help="Folder for the checkpoint and Parquet output (default: a temp dir)."
+    ),
     orders: int = typer.Option(2000, min=2, max=1_000_000, help="How many sample orders to put."),
     shards: int = typer.Option(2, min=1, max=64, help="Shards of the demo stream."),
 ) -> None:

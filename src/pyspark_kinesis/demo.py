@@ -26,7 +26,11 @@ def _put_orders(kinesis, stream: str, first: int, count: int) -> None:
     for start in range(first, first + count, 250):
         records = []
         for n in range(start, min(start + 250, first + count)):
-            order = {"order_id": n, "customer": f"c{rng.randrange(40)}", "amount": round(rng.uniform(1, 500), 2)}
+            order = {
+                "order_id": n,
+                "customer": f"c{rng.randrange(40)}",
+                "amount": round(rng.uniform(1, 500), 2),
+            }
             records.append({"Data": json.dumps(order).encode(), "PartitionKey": order["customer"]})
         response = kinesis.put_records(StreamName=stream, Records=records)
         if response.get("FailedRecordCount"):
@@ -53,7 +57,9 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
         kinesis = boto3.client("kinesis", endpoint_url=server.endpoint, region_name="us-east-1")
         stream = f"demo-orders-{int(time.time())}"
         kinesis.create_stream(StreamName=stream, ShardCount=shards)
-        kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+        kinesis.get_waiter("stream_exists").wait(
+            StreamName=stream, WaiterConfig={"Delay": 1, "MaxAttempts": 30}
+        )
         _put_orders(kinesis, stream, 0, orders // 2)
         console.print(f"put {orders // 2} orders into stream {stream} ({shards} shards)")
 
@@ -97,7 +103,9 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
             )
             query.awaitTermination()
             batches = [p for p in query.recentProgress if p.numInputRows]
-            console.print(f"query run: {len(batches)} batches, {sum(p.numInputRows for p in batches)} records")
+            console.print(
+                f"query run: {len(batches)} batches, {sum(p.numInputRows for p in batches)} records"
+            )
 
         run_query()
         _put_orders(kinesis, stream, orders // 2, orders - orders // 2)
@@ -111,7 +119,9 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
         for column in ("order_id", "customer", "amount", "amount_with_tax", "shardId"):
             table.add_column(column)
         for row in result.orderBy("order_id").limit(5).collect():
-            table.add_row(str(row.order_id), row.customer, str(row.amount), str(row.amount_with_tax), row.shardId)
+            table.add_row(
+                str(row.order_id), row.customer, str(row.amount), str(row.amount_with_tax), row.shardId
+            )
         console.print(table)
         by_shard = {r.shardId: r["count"] for r in result.groupBy("shardId").count().collect()}
         console.print(f"records per shard: {by_shard}")

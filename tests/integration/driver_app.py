@@ -48,7 +48,9 @@ def main() -> None:
         rows = df.withColumn("pos", F.monotonically_increasing_id())
         rows.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
 
-    writer = reader.load().writeStream.foreachBatch(write_batch).option("checkpointLocation", cfg["checkpoint"])
+    writer = (
+        reader.load().writeStream.foreachBatch(write_batch).option("checkpointLocation", cfg["checkpoint"])
+    )
     if cfg.get("trigger") == "availableNow":
         writer = writer.trigger(availableNow=True)
     else:

@@ -46,9 +46,12 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, query=N
 
 
 def run_available_now(spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180) -> None:
-    query = df.writeStream.foreachBatch(collector).option("checkpointLocation", checkpoint).trigger(
-        availableNow=True
-    ).start()
+    query = (
+        df.writeStream.foreachBatch(collector)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     finished = query.awaitTermination(timeout_s)
     if not finished:
         query.stop()

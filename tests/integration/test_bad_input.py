@@ -35,7 +35,12 @@ def start_query(spark, options: dict, tmp_path: Path, timeout_s: float = 60) -> 
 
 
 def base(endpoint: str, stream: str, tmp_path: Path) -> dict:
-    return {"streamName": stream, "region": "us-east-1", "endpointUrl": endpoint, "metadataPath": str(tmp_path / "m")}
+    return {
+        "streamName": stream,
+        "region": "us-east-1",
+        "endpointUrl": endpoint,
+        "metadataPath": str(tmp_path / "m"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +54,10 @@ def stream(kinesis_local):
         ({"streamName": None}, "'streamName': missing"),
         ({"startPosition": "LATEST"}, "Did you mean 'startingPosition'?"),
         ({"startingPosition": "BEGINNING"}, "'startingPosition': unknown position 'BEGINNING'"),
-        ({"startingPosition": "AT_TIMESTAMP:yesterday"}, "'startingPosition': 'yesterday' is not an ISO-8601"),
+        (
+            {"startingPosition": "AT_TIMESTAMP:yesterday"},
+            "'startingPosition': 'yesterday' is not an ISO-8601",
+        ),
         ({"maxRecordsPerBatch": "-5"}, "'maxRecordsPerBatch': -5 is below the minimum 1"),
         ({"maxBytesPerBatch": "lots"}, "'maxBytesPerBatch': 'lots' is not a whole number"),
         ({"metadataPath": None}, "'metadataPath': missing"),
@@ -86,10 +94,13 @@ def test_unreachable_endpoint(spark, tmp_path):
 class _Refuse(BaseHTTPRequestHandler):
     """Answers like Kinesis does to a key it does not know."""
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = json.dumps(
-            {"__type": "UnrecognizedClientException", "message": "The security token included in the request is invalid."}
+            {
+                "__type": "UnrecognizedClientException",
+                "message": "The security token included in the request is invalid.",
+            }
         ).encode()
         self.send_response(400)
         self.send_header("Content-Type", "application/x-amz-json-1.1")
@@ -162,9 +173,13 @@ def test_secrets_stay_out_of_checkpoint_records_and_progress(spark, kinesis_loca
     r = spark.readStream.format("kinesis")
     for key, value in options.items():
         r = r.option(key, value)
-    query = r.load().writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).trigger(
-        availableNow=True
-    ).start()
+    query = (
+        r.load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120)
     progress = "\n".join(p.json for p in query.recentProgress)
     assert query.exception() is None

@@ -38,7 +38,7 @@ def start_driver(cfg: dict, env: dict | None = None) -> subprocess.Popen:
         env=full_env,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
-        stderr=open(cfg["checkpoint"] + ".log", "ab"),  # noqa: SIM115
+        stderr=open(cfg["checkpoint"] + ".log", "ab"),
     )
 
 
@@ -145,8 +145,12 @@ def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path):
     stream = new_stream(kin, shards=2)
     put(kin, stream, 0, 500)
     config_ = parse_options(
-        {"streamName": stream, "region": "us-east-1", "endpointUrl": kinesalite.endpoint,
-         "metadataPath": str(tmp_path / "meta")},
+        {
+            "streamName": stream,
+            "region": "us-east-1",
+            "endpointUrl": kinesalite.endpoint,
+            "metadataPath": str(tmp_path / "meta"),
+        },
         streaming=True,
     )
     shards = [s["ShardId"] for s in kin.list_shards(StreamName=stream)["Shards"]]

@@ -4,7 +4,7 @@ admission control, triggers and batch reads."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -45,14 +45,20 @@ def test_stop_and_restart_from_checkpoint_loses_and_repeats_nothing(spark, any_k
     meta, cp = str(tmp_path / "meta"), str(tmp_path / "cp")
     sink = Collector()
     expected = put(kin, stream, 0, 250)
-    run_available_now(spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink)
+    run_available_now(
+        spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink
+    )
     first_run = len(sink.rows)
     assert first_run == 250
     expected += put(kin, stream, 250, 250)
-    run_available_now(spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink)
+    run_available_now(
+        spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink
+    )
     # A third run with nothing new must read nothing and plan no batch.
     batches_before = len(sink.batches)
-    run_available_now(spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink)
+    run_available_now(
+        spark, reader(spark, any_kinesis.endpoint, stream, meta, startingPosition="TRIM_HORIZON"), cp, sink
+    )
     assert_exactly_once(sink.rows, expected)
     assert_shard_order(sink.rows)
     assert all(len(rows) == 0 for _, rows in sink.batches[batches_before:])
@@ -89,11 +95,13 @@ def test_at_timestamp_starts_at_that_time(spark, any_kinesis, tmp_path):
     stream = new_stream(kin, shards=2)
     put(kin, stream, 0, 40, tag="before")
     time.sleep(1.5)
-    moment = datetime.now(timezone.utc).isoformat()
+    moment = datetime.now(UTC).isoformat()
     time.sleep(1.5)
     expected = put(kin, stream, 0, 40, tag="after")
     sink = Collector()
-    df = reader(spark, any_kinesis.endpoint, stream, str(tmp_path / "meta"), startingPosition=f"AT_TIMESTAMP:{moment}")
+    df = reader(
+        spark, any_kinesis.endpoint, stream, str(tmp_path / "meta"), startingPosition=f"AT_TIMESTAMP:{moment}"
+    )
     run_available_now(spark, df, str(tmp_path / "cp"), sink)
     assert_exactly_once(sink.rows, expected)
 
@@ -112,16 +120,32 @@ def test_available_now_reads_in_bounded_batches_and_stops_at_the_start_time(spar
                 late.extend(put(kin, stream, 1000, 50, tag="late"))
 
     sink = LatePutter()
-    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON",
-                maxRecordsPerBatch=100)
+    df = reader(
+        spark,
+        kinesalite.endpoint,
+        stream,
+        str(tmp_path / "meta"),
+        startingPosition="TRIM_HORIZON",
+        maxRecordsPerBatch=100,
+    )
     run_available_now(spark, df, str(tmp_path / "cp"), sink)
     assert_exactly_once(sink.rows, expected)  # the late records arrived after the trigger started
     assert all(len(rows) <= 100 for _, rows in sink.batches)
     assert len([b for b in sink.batches if b[1]]) >= 5
     # The next run picks up what arrived after the first one started.
-    run_available_now(spark, reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"),
-                                    startingPosition="TRIM_HORIZON", maxRecordsPerBatch=100),
-                      str(tmp_path / "cp"), sink)
+    run_available_now(
+        spark,
+        reader(
+            spark,
+            kinesalite.endpoint,
+            stream,
+            str(tmp_path / "meta"),
+            startingPosition="TRIM_HORIZON",
+            maxRecordsPerBatch=100,
+        ),
+        str(tmp_path / "cp"),
+        sink,
+    )
     assert_exactly_once(sink.rows, expected + late)
     assert_shard_order(sink.rows)
 
@@ -131,8 +155,14 @@ def test_max_bytes_per_batch_bounds_each_batch(spark, kinesalite, tmp_path):
     stream = new_stream(kin, shards=1)
     expected = put(kin, stream, 0, 200)  # payloads of 5-7 bytes
     sink = Collector()
-    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON",
-                maxBytesPerBatch=300)
+    df = reader(
+        spark,
+        kinesalite.endpoint,
+        stream,
+        str(tmp_path / "meta"),
+        startingPosition="TRIM_HORIZON",
+        maxBytesPerBatch=300,
+    )
     run_available_now(spark, df, str(tmp_path / "cp"), sink)
     assert_exactly_once(sink.rows, expected)
     assert all(sum(len(r["data"]) for r in rows) <= 300 for _, rows in sink.batches)
@@ -144,9 +174,12 @@ def test_trigger_once_runs_one_batch(spark, kinesalite, tmp_path):
     expected = put(kin, stream, 0, 120)
     sink = Collector()
     df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON")
-    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(
-        once=True
-    ).start()
+    query = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(once=True)
+        .start()
+    )
     assert query.awaitTermination(120)
     assert query.exception() is None
     assert len(sink.batches) == 1
@@ -158,7 +191,7 @@ def test_batch_read_between_positions(spark, any_kinesis):
     stream = new_stream(kin, shards=2)
     first = put(kin, stream, 0, 70, tag="a")
     time.sleep(1.5)
-    moment = datetime.now(timezone.utc).isoformat()
+    moment = datetime.now(UTC).isoformat()
     time.sleep(1.5)
     second = put(kin, stream, 0, 30, tag="b")
 
@@ -174,7 +207,9 @@ def test_batch_read_between_positions(spark, any_kinesis):
     assert_exactly_once(batch(startingPosition=f"AT_TIMESTAMP:{moment}"), second)
     rows = batch()
     assert {r["streamName"] for r in rows} == {stream}
-    assert all(r["approximateArrivalTimestamp"] is not None and r["partitionKey"].startswith("k") for r in rows)
+    assert all(
+        r["approximateArrivalTimestamp"] is not None and r["partitionKey"].startswith("k") for r in rows
+    )
 
 
 def test_kpl_aggregates_cut_by_batch_limits_arrive_once(spark, kinesalite, tmp_path):
@@ -195,8 +230,14 @@ def test_kpl_aggregates_cut_by_batch_limits_arrive_once(spark, kinesalite, tmp_p
         kin.put_record(StreamName=stream, Data=data, PartitionKey=key)
     expected += put(kin, stream, 0, 5, tag="plain")
     sink = Collector()
-    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON",
-                maxRecordsPerBatch=7)
+    df = reader(
+        spark,
+        kinesalite.endpoint,
+        stream,
+        str(tmp_path / "meta"),
+        startingPosition="TRIM_HORIZON",
+        maxRecordsPerBatch=7,
+    )
     run_available_now(spark, df, str(tmp_path / "cp"), sink)
     assert_exactly_once(sink.rows, expected)
     assert_shard_order(sink.rows)

@@ -26,7 +26,13 @@ def test_offset_round_trip_keeps_tasks():
     again = SourceOffset.from_json(offset.to_json())
     assert again == offset
     assert again.tasks() == {0: ["c"], 1: ["b"]}
-    end = TaskEnd("t", 3, 1, "s", {"b": ShardEnd(Position.after("9"), Position.inside("12", 4), 7, 70, children=("x", "y"))})
+    end = TaskEnd(
+        "t",
+        3,
+        1,
+        "s",
+        {"b": ShardEnd(Position.after("9"), Position.inside("12", 4), 7, 70, children=("x", "y"))},
+    )
     assert TaskEnd.from_json(end.to_json()) == end
 
 
@@ -58,7 +64,9 @@ def test_finished_parents_are_dropped_once_all_children_started():
         "right": ShardState(Position.trim_horizon(), parents=("parent",)),
         "lonely": ShardState(Position.shard_end()),
     }
-    assert set(lineage.prune_finished(states)) == set(states)  # right has not started; lonely has no child yet
+    assert set(lineage.prune_finished(states)) == set(
+        states
+    )  # right has not started; lonely has no child yet
     states["right"] = ShardState(Position.trim_horizon(), parents=("parent",), polled_ms=6)
     assert set(lineage.prune_finished(states)) == {"left", "right", "lonely"}
 

@@ -10,7 +10,9 @@ BASE = {"streamName": "orders", "region": "eu-west-1", "metadataPath": "/tmp/m"}
 
 
 def test_defaults_and_case_folding():
-    config = parse_options({"STREAMNAME": "orders", "region": "eu-west-1", "metadatapath": "/m"}, streaming=True)
+    config = parse_options(
+        {"STREAMNAME": "orders", "region": "eu-west-1", "metadatapath": "/m"}, streaming=True
+    )
     assert config.stream_name == "orders"
     assert config.starting_position == Position.latest()
     assert config.max_records_per_batch is None
@@ -18,7 +20,10 @@ def test_defaults_and_case_folding():
 
 
 def test_positions():
-    assert parse_options(BASE | {"startingPosition": "trim_horizon"}, streaming=True).starting_position.kind == TRIM
+    assert (
+        parse_options(BASE | {"startingPosition": "trim_horizon"}, streaming=True).starting_position.kind
+        == TRIM
+    )
     ts = parse_options(BASE | {"startingPosition": "AT_TIMESTAMP:2026-01-31T12:00:00Z"}, streaming=True)
     assert ts.starting_position.kind == TIMESTAMP
     assert ts.starting_position.ts_ms == 1769860800000
@@ -47,7 +52,10 @@ def test_invalid_values_name_the_option(options, option):
 
 
 def test_secrets_are_not_in_repr():
-    config = parse_options(BASE | {"awsAccessKeyId": "AKIDSECRETID", "awsSecretKey": "s3cr3t", "sessionToken": "tok3n"}, streaming=True)
+    config = parse_options(
+        BASE | {"awsAccessKeyId": "AKIDSECRETID", "awsSecretKey": "s3cr3t", "sessionToken": "tok3n"},
+        streaming=True,
+    )
     text = repr(config)
     assert "s3cr3t" not in text and "tok3n" not in text and "AKIDSECRETID" not in text
     assert config.aws.secret_key == "s3cr3t"

@@ -49,7 +49,9 @@ def test_unwritable_location_is_reported(tmp_path):
 
 def test_deaggregation_matches_the_reference_aggregator():
     aggregator = RecordAggregator()
-    users = [(f"key-{i}", None if i % 3 else str(i * 1000), f"payload-{i}".encode() * (i + 1)) for i in range(50)]
+    users = [
+        (f"key-{i}", None if i % 3 else str(i * 1000), f"payload-{i}".encode() * (i + 1)) for i in range(50)
+    ]
     for key, hash_key, data in users:
         aggregator.add_user_record(key, data, hash_key)
     _pk, _ehk, blob = aggregator.clear_and_get().get_contents()
