@@ -12,6 +12,7 @@ import sys
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "000000000000")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local-test-secret")
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # Spark itself stays on loopback too
 os.environ.setdefault("AWS_REGION", "us-east-1")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -41,6 +41,7 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "000000000000")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the demo never leaves loopback
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     import boto3

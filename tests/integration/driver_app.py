@@ -18,6 +18,7 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
