@@ -74,3 +74,41 @@ def assert_key_order(rows_in_arrival_order: Iterable) -> None:
         number = int(bytes(row["data"]).decode().rsplit("-", 1)[1])
         assert key not in last or number > last[key], f"key {key}: {number} arrived after {last[key]}"
         last[key] = number
+
+
+def wait_active(kinesis, stream: str) -> None:
+    for _ in range(200):
+        if (
+            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
+            == "ACTIVE"
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"stream {stream} did not become ACTIVE")
+
+
+def open_shards(kinesis, stream: str) -> list[dict]:
+    shards, token = [], None
+    for _ in range(100):
+        response = kinesis.list_shards(NextToken=token) if token else kinesis.list_shards(StreamName=stream)
+        shards.extend(response["Shards"])
+        token = response.get("NextToken")
+        if not token:
+            break
+    live = [s for s in shards if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+    return sorted(live, key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+
+
+def split(kinesis, stream: str, shard: dict) -> None:
+    low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+    kinesis.split_shard(
+        StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2 + 1)
+    )
+    wait_active(kinesis, stream)
+
+
+def merge(kinesis, stream: str, left: dict, right: dict) -> None:
+    kinesis.merge_shards(
+        StreamName=stream, ShardToMerge=left["ShardId"], AdjacentShardToMerge=right["ShardId"]
+    )
+    wait_active(kinesis, stream)

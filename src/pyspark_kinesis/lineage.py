@@ -94,3 +94,20 @@ def prune_finished(states: Mapping[str, ShardState]) -> dict[str, ShardState]:
             continue
         kept[sid] = state
     return kept
+
+
+def mark_expired(
+    states: Mapping[str, ShardState], listed: Iterable[ShardInfo]
+) -> tuple[dict[str, ShardState], list[str]]:
+    """Shards of the offset that a full ListShards no longer shows have gone past retention: nothing
+    of them can be read any more, so they count as finished and their children may start."""
+    present = {s.shard_id for s in listed}
+    out = dict(states)
+    gone = []
+    for sid, state in states.items():
+        if sid not in present and not state.finished:
+            out[sid] = ShardState(
+                position=Position.shard_end(), parents=state.parents, polled_ms=state.polled_ms
+            )
+            gone.append(sid)
+    return out, gone

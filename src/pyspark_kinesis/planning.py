@@ -85,7 +85,7 @@ class Planner:
     # -- start of a new query -------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
         start = self.config.starting_position
-        listed = self.proxy.list_shards()
+        listed = self.proxy.list_shards(open_only=start.kind == LATEST)
         self._last_discovery_ms = self.clock()
         if start.kind == LATEST:
             # "From the moment the query first started": pinned as a timestamp in the first offset, so
@@ -177,6 +177,7 @@ class Planner:
         return states
 
     def _discover(self, states: dict[str, ShardState], force: bool) -> dict[str, ShardState]:
+        """A full listing (not filtered): it must also show which known shards expired."""
         due = self.clock() - self._last_discovery_ms >= self.config.shard_discovery_interval_ms
         if not (force or due):
             return states
@@ -186,6 +187,14 @@ class Planner:
         added = sorted(set(merged) - set(states))
         if added:
             log.info("Kinesis stream %s: new shards %s", self.config.stream_name, ", ".join(added))
+        merged, expired = lineage.mark_expired(merged, listed)
+        if expired:
+            log.warning(
+                "Kinesis stream %s: shards %s are past retention before being read to their end; their "
+                "unread records are lost and their children start now",
+                self.config.stream_name,
+                ", ".join(expired),
+            )
         return merged
 
     def next_offset(self, start: SourceOffset, max_rows: int | None, max_bytes: int | None) -> SourceOffset:

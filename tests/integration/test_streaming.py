@@ -64,7 +64,8 @@ def test_stop_and_restart_from_checkpoint_loses_and_repeats_nothing(spark, any_k
     assert all(len(rows) == 0 for _, rows in sink.batches[batches_before:])
 
 
-def test_latest_reads_records_put_after_the_query_started_only(spark, kinesis_local, tmp_path):
+def test_latest_reads_records_put_after_the_query_started_only(spark, any_kinesis, tmp_path):
+    kinesis_local = any_kinesis
     kin = client(kinesis_local.endpoint)
     stream = new_stream(kin, shards=2)
     put(kin, stream, 0, 50, tag="old")

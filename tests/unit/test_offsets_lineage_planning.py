@@ -79,3 +79,15 @@ def test_split_budget_is_exact_and_rotates_the_remainder():
             assert sum(parts.values()) == total
             assert max(parts.values()) - min(parts.values()) <= 1
     assert split_budget(1, ids, 0) != split_budget(1, ids, 1)
+
+
+def test_shards_gone_from_the_listing_count_as_finished():
+    states = {
+        "old": ShardState(Position.after("3")),
+        "child": ShardState(Position.trim_horizon(), parents=("old",)),
+        "done": ShardState(Position.shard_end()),
+    }
+    marked, gone = lineage.mark_expired(states, [shard("child", "old")])
+    assert gone == ["old"]
+    assert marked["old"].finished and marked["done"].finished
+    assert lineage.readable(marked) == ["child"]

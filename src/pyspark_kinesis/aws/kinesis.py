@@ -107,11 +107,22 @@ class KinesisProxy:
             raise describe_failure(exc, self.stream, self.settings) from None
         return str(summary.get("StreamStatus", "UNKNOWN"))
 
-    def list_shards(self) -> list[ShardInfo]:
-        """Every shard ListShards reports (open and closed-in-retention), following NextToken pages."""
+    def list_shards(self, open_only: bool = False) -> list[ShardInfo]:
+        """Every shard ListShards reports, following NextToken pages. With `open_only`, ask the server
+        for the open shards only (ShardFilter AT_LATEST); servers without ShardFilter support answer
+        with every shard or refuse the filter, and then the caller's own filtering applies."""
+        if open_only:
+            try:
+                return self._list({"ShardFilter": {"Type": "AT_LATEST"}})
+            except StreamAccessError as exc:
+                if "InvalidArgument" not in str(exc):
+                    raise
+        return self._list({})
+
+    def _list(self, extra: dict[str, Any]) -> list[ShardInfo]:
         shards: list[ShardInfo] = []
         try:
-            response = self.client.list_shards(StreamName=self.stream)
+            response = self.client.list_shards(StreamName=self.stream, **extra)
             for _page in range(10_000):  # bounded: a stream has at most a few thousand pages
                 shards.extend(ShardInfo.from_api(s) for s in response.get("Shards", []))
                 token = response.get("NextToken")
