@@ -63,6 +63,37 @@ def local_install() -> None:
     console.print(f"installed in {ensure_installed()}")
 
 
+@app.command("bench-assign")
+def bench_assign(
+    write: str = typer.Option(None, help="Also write the full table as Markdown to this file."),
+    seed: int = typer.Option(24639, help="Seed of the simulation."),
+) -> None:
+    """Overload (FLINK-24639) of every shard assigner over simulated streams."""
+    from .benchmarks import assignment
+
+    rows = assignment.run(seed)
+    table = Table(title=f"shard assignment overload ({len(rows) // 3} cases per assigner)")
+    columns = (
+        "scenarios",
+        "assigner",
+        "count mean",
+        "count worst",
+        "bytes mean",
+        "bytes worst",
+        "capped mean",
+        "capped worst",
+    )
+    for column in columns:
+        table.add_column(column)
+    for family, name, *figures in assignment.summary(rows):
+        table.add_row(family, name, *(f"{f:.2f}" for f in figures))
+    console.print(table)
+    if write:
+        with open(write, "w") as handle:
+            handle.write(assignment.markdown(rows))
+        console.print(f"wrote {write}")
+
+
 @app.command()
 def options() -> None:
     """Print the source's options with their defaults."""

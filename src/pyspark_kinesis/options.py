@@ -36,6 +36,12 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
     "maxRecordsPerShard": ("100000", "Records one shard contributes to one batch at most (memory bound)."),
     "maxBytesPerShard": ("67108864", "Payload bytes one shard contributes to one batch at most."),
     "maxFetchTimeMs": ("10000", "Time a task spends fetching one shard in one batch at most."),
+    "shardAssigner": (
+        "balanced",
+        "balanced | hash_range | hash_mod | <module>:<function>: shard-to-task assigner.",
+    ),
+    "targetTasks": ("(one per shard)", "Spark tasks per batch at most; shards are grouped onto them."),
+    "maxShardsPerTask": ("(none)", "Shards one task reads at most; more tasks are planned when needed."),
     "idlePollIntervalMs": ("500", "A shard found at the tip is not polled again sooner than this."),
     "shardDiscoveryIntervalMs": ("10000", "ListShards runs at most this often while the query runs."),
     "failOnDataLoss": ("true", "Fail when records a batch must replay have expired from the stream."),
@@ -142,6 +148,9 @@ class SourceConfig:
     idle_poll_interval_ms: int = 500
     shard_discovery_interval_ms: int = 10_000
     fail_on_data_loss: bool = True
+    shard_assigner: str = "balanced"
+    target_tasks: int | None = None
+    max_shards_per_task: int | None = None
 
     def with_metadata_path(self, path: str | None) -> SourceConfig:
         return replace(self, metadata_path=path)
@@ -232,4 +241,22 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
         idle_poll_interval_ms=_int(opts, "idlePollIntervalMs", 500, 0) or 0,
         shard_discovery_interval_ms=_int(opts, "shardDiscoveryIntervalMs", 10_000, 0) or 0,
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        shard_assigner=_assigner(opts),
+        target_tasks=_int(opts, "targetTasks", None, 1),
+        max_shards_per_task=_int(opts, "maxShardsPerTask", None, 1),
     )
+
+
+def _assigner(opts: Mapping[str, str]) -> str:
+    from . import assign
+
+    name = (opts.get("shardAssigner") or "balanced").strip()
+    try:
+        assign.resolve(name)
+    except (KeyError, ImportError, AttributeError, ValueError):
+        raise OptionError(
+            "shardAssigner",
+            f"'{name}' is neither a known assigner nor an importable '<module>:<function>'",
+            f"Use one of {', '.join(sorted(assign.STRATEGIES))}, or a function importable on the driver.",
+        ) from None
+    return name

@@ -75,6 +75,8 @@ class Planner:
         self._checked_tokens: set[str] = set()
         self._collected_below = 0
         self._done: set[str] = set()
+        self._infos: dict[str, ShardInfo] = {}  # latest ListShards view, for hash ranges
+        self._load: dict[str, float] = {}  # recent bytes per batch per shard (moving average)
 
     @property
     def proxy(self) -> KinesisProxy:
@@ -87,6 +89,7 @@ class Planner:
         start = self.config.starting_position
         listed = self.proxy.list_shards(open_only=start.kind == LATEST)
         self._last_discovery_ms = self.clock()
+        self._infos = {s.shard_id: s for s in listed}
         if start.kind == LATEST:
             # "From the moment the query first started": pinned as a timestamp in the first offset, so
             # records put between now and the first batch are read, and a restart does not move it.
@@ -149,6 +152,9 @@ class Planner:
                     )
                 ends[sid] = end
         self._ends_cache = (offset.batch, ends)
+        for sid, end in ends.items():
+            previous = self._load.get(sid)
+            self._load[sid] = end.bytes if previous is None else 0.5 * previous + 0.5 * end.bytes
         self._collect_garbage(offset)
         return ends
 
@@ -183,6 +189,7 @@ class Planner:
             return states
         listed: list[ShardInfo] = self.proxy.list_shards()
         self._last_discovery_ms = self.clock()
+        self._infos = {s.shard_id: s for s in listed}
         merged = lineage.merge_discovered(states, listed)
         added = sorted(set(merged) - set(states))
         if added:
@@ -232,7 +239,7 @@ class Planner:
         }
         if not to_read and unchanged:
             return start
-        tasks = assign.one_per_shard(to_read)
+        tasks = self._assign(to_read)
         for sid, task in tasks.items():
             states[sid] = replace(
                 states[sid],
@@ -247,6 +254,19 @@ class Planner:
             shards=states,
             cutoff_ms=self.cutoff_ms,
         )
+
+    def _assign(self, shard_ids: list[str]) -> dict[str, int]:
+        """Group the shards of a batch onto tasks with the configured assigner (see `assign`)."""
+        config = self.config
+        count = assign.task_count(len(shard_ids), config.target_tasks, config.max_shards_per_task)
+        if count == len(shard_ids) and config.shard_assigner == "balanced":
+            return {sid: index for index, sid in enumerate(sorted(shard_ids))}  # one per shard
+        shards = [
+            self._infos[sid].to_api() if sid in self._infos else {"ShardId": sid} for sid in sorted(shard_ids)
+        ]
+        load = {sid: self._load[sid] for sid in shard_ids if sid in self._load}
+        groups = [g for g in assign.assign(shards, count, config.shard_assigner, load or None) if g]
+        return {sid: index for index, group in enumerate(groups) for sid in group}
 
     def _drained_now(self, start: SourceOffset, ends: dict[str, ShardEnd]) -> set[str]:
         """AvailableNow: shards with nothing more to read before the cutoff stay done for this run.

@@ -244,3 +244,34 @@ def test_kpl_aggregates_cut_by_batch_limits_arrive_once(spark, kinesalite, tmp_p
     assert_shard_order(sink.rows)
     assert all(len(rows) <= 7 for _, rows in sink.batches)
     assert sorted({r["subSequenceNumber"] for r in sink.rows}) == list(range(10))
+
+
+@pytest.mark.parametrize(
+    ("options", "tasks"),
+    [
+        ({"targetTasks": 2}, 2),
+        ({"maxShardsPerTask": 4}, 2),
+        ({"targetTasks": 3, "shardAssigner": "hash_range"}, 3),
+        ({}, 6),
+    ],
+)
+def test_task_count_per_batch_follows_the_options(spark, kinesalite, tmp_path, options, tasks):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=6)
+    expected = put(kin, stream, 0, 300, keys=30)
+    partitions: list[int] = []
+
+    class Counting(Collector):
+        def __call__(self, df, batch_id):
+            partitions.append(df.rdd.getNumPartitions())
+            super().__call__(df, batch_id)
+
+    sink = Counting()
+    df = reader(
+        spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON", **options
+    )
+    run_available_now(spark, df, str(tmp_path / "cp"), sink)
+    assert_exactly_once(sink.rows, expected)
+    assert_shard_order(sink.rows)
+    assert partitions[0] == tasks  # the first batch reads all six shards
+    assert max(partitions) <= tasks

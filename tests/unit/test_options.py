@@ -42,6 +42,10 @@ def test_positions():
         ({"streamNme": "x"}, "streamNme"),
         ({"awsAccessKeyId": "AKID"}, "awsSecretKey"),
         ({"endingPosition": "TRIM_HORIZON"}, "endingPosition"),
+        ({"shardAssigner": "round_robin"}, "shardAssigner"),
+        ({"shardAssigner": "no.such.module:fn"}, "shardAssigner"),
+        ({"targetTasks": "0"}, "targetTasks"),
+        ({"maxShardsPerTask": "-1"}, "maxShardsPerTask"),
     ],
 )
 def test_invalid_values_name_the_option(options, option):

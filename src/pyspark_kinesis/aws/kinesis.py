@@ -46,6 +46,15 @@ class ShardInfo:
     def parents(self) -> tuple[str, ...]:
         return tuple(p for p in (self.parent, self.adjacent_parent) if p)
 
+    def to_api(self) -> dict[str, Any]:
+        """Back to the ListShards shape the assigners take."""
+        return {
+            "ShardId": self.shard_id,
+            "ParentShardId": self.parent,
+            "AdjacentParentShardId": self.adjacent_parent,
+            "HashKeyRange": {"StartingHashKey": str(self.start_hash), "EndingHashKey": str(self.end_hash)},
+        }
+
     @staticmethod
     def from_api(shard: dict[str, Any]) -> ShardInfo:
         keys = shard.get("HashKeyRange", {})
