@@ -9,7 +9,7 @@ replay of batch k reads exactly up to those recorded ends. All of this is plain 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .positions import Position
@@ -105,9 +105,6 @@ class SourceOffset:
             shards={sid: ShardState.from_json(s) for sid, s in data["shards"].items()},
             cutoff_ms=data.get("cut"),
         )
-
-    def replace_shards(self, shards: dict[str, ShardState]) -> SourceOffset:
-        return replace(self, shards=shards)
 
 
 @dataclass(frozen=True)

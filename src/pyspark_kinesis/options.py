@@ -10,14 +10,11 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from .errors import OptionError
 from .positions import Position
-
-# Options whose values must never be logged or put into an error message.
-SECRET_OPTIONS = frozenset({"awsSecretKey", "sessionToken", "awsAccessKeyId"})
 
 # name -> (default shown in docs, one-line description). The README's reference is checked
 # against this table by a test, so docs and code cannot drift apart.
@@ -151,9 +148,6 @@ class SourceConfig:
     shard_assigner: str = "balanced"
     target_tasks: int | None = None
     max_shards_per_task: int | None = None
-
-    def with_metadata_path(self, path: str | None) -> SourceConfig:
-        return replace(self, metadata_path=path)
 
 
 def _fold(options: Mapping[str, str]) -> dict[str, str]:

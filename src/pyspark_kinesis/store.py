@@ -3,7 +3,7 @@
 The reader is not told the query's checkpoint location, so these records live under the user's
 `metadataPath`. Two properties carry exactly-once: a record is written *atomically* (a reader never
 sees half of one) and *exclusively* (the first task attempt to record a batch's end wins, and every
-other attempt, retry or speculative copy, adopts the winner's end). The interface is four methods so
+other attempt, retry or speculative copy, adopts the winner's end). The interface is a handful of methods so
 that other backends (S3 conditional writes, HDFS) fit behind it.
 """
 
@@ -33,16 +33,12 @@ class BatchEndStore(ABC):
         """The record at `key`, or None."""
 
     @abstractmethod
-    def list(self, prefix: str) -> list[str]:
-        """Keys of the records directly under folder `prefix`, sorted."""
-
-    @abstractmethod
     def delete_folder(self, prefix: str) -> None:
         """Remove a folder of records (garbage collection of batches no restart can need)."""
 
+    @abstractmethod
     def list_folders(self, prefix: str) -> list[str]:
-        """Names of sub-folders directly under `prefix`, sorted."""
-        return []
+        """Names of sub-folders directly under `prefix`, sorted (batch folders, for garbage collection)."""
 
     def check_writable(self) -> None:
         """Prove at query start that records can be written here, so the first batch cannot fail on it."""
@@ -91,18 +87,6 @@ class LocalStore(BatchEndStore):
         except FileNotFoundError:
             return None
 
-    def list(self, prefix: str) -> list[str]:
-        folder = self._path(prefix)
-        try:
-            names = os.listdir(folder)
-        except FileNotFoundError:
-            return []
-        return sorted(
-            f"{prefix}/{n}"
-            for n in names
-            if not n.endswith(".tmp") and os.path.isfile(os.path.join(folder, n))
-        )
-
     def list_folders(self, prefix: str) -> list[str]:
         folder = self._path(prefix)
         try:
@@ -140,13 +124,6 @@ class FsspecStore(BatchEndStore):
             return self.fs.cat_file(self._path(key))
         except FileNotFoundError:
             return None
-
-    def list(self, prefix: str) -> list[str]:
-        try:
-            entries = self.fs.ls(self._path(prefix), detail=True)
-        except FileNotFoundError:
-            return []
-        return sorted(f"{prefix}/{e['name'].rsplit('/', 1)[-1]}" for e in entries if e["type"] == "file")
 
     def list_folders(self, prefix: str) -> list[str]:
         try:

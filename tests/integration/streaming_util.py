@@ -45,6 +45,16 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, query=N
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def start_running(df, checkpoint: str, collector: Collector, interval: str = "200 milliseconds"):
+    """A query with a processing-time trigger, left running; the caller stops it."""
+    return (
+        df.writeStream.foreachBatch(collector)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=interval)
+        .start()
+    )
+
+
 def run_available_now(spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180) -> None:
     query = (
         df.writeStream.foreachBatch(collector)

@@ -23,7 +23,7 @@ from tests.helpers import (
     split,
     wait_active,
 )
-from tests.integration.streaming_util import Collector, reader, run_available_now, wait_for
+from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
@@ -61,12 +61,7 @@ def test_split_and_merge_while_the_query_runs(spark, server, tmp_path, request):
         shardDiscoveryIntervalMs=500,
         maxRecordsPerBatch=60,
     )
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    query = start_running(df, str(tmp_path / "cp"), sink, "200 milliseconds")
     counter = [100]
 
     def more():
@@ -273,12 +268,7 @@ def test_concurrent_puts_during_reshards_keep_key_order(spark, kinesalite, tmp_p
         startingPosition="TRIM_HORIZON",
         shardDiscoveryIntervalMs=300,
     )
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    query = start_running(df, str(tmp_path / "cp"), sink, "200 milliseconds")
     thread = threading.Thread(target=producer)
     thread.start()
     try:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
-from tests.integration.streaming_util import Collector, reader, run_available_now, wait_for
+from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
@@ -20,12 +20,7 @@ def test_records_put_before_and_during_the_query_arrive_once_in_order(spark, any
     expected = put(kin, stream, 0, 300)
     sink = Collector()
     df = reader(spark, any_kinesis.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON")
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    query = start_running(df, str(tmp_path / "cp"), sink, "200 milliseconds")
     try:
         wait_for(lambda: len(sink.rows) >= 300, 120, "the records put before the start", query)
         expected += put(kin, stream, 300, 300)
@@ -72,12 +67,7 @@ def test_latest_reads_records_put_after_the_query_started_only(spark, any_kinesi
     time.sleep(1.5)
     sink = Collector()
     df = reader(spark, kinesis_local.endpoint, stream, str(tmp_path / "meta"))  # LATEST is the default
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(processingTime="1 second")
-        .start()
-    )
+    query = start_running(df, str(tmp_path / "cp"), sink, "1 second")
     try:
         # LATEST is pinned when Spark initializes the source, moments after start() returns; records
         # put from then on, including before the first batch is planned, must all arrive.
