@@ -12,7 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -29,6 +36,8 @@ from .planning import Planner, now_ms
 from .positions import LATEST, Position
 from .reading import ShardSlice, TaskPlan, read_task
 from .schema import SPARK_SCHEMA
+from .sink import KinesisBatchWriter, KinesisStreamWriter, check_schema, check_stream
+from .sink_options import parse_sink_options
 from .store import open_store
 
 log = logging.getLogger(__name__)
@@ -42,7 +51,7 @@ class KinesisPartition(InputPartition):
 
 
 class KinesisDataSource(DataSource):
-    """`spark.readStream.format("kinesis")` and `spark.read.format("kinesis")`."""
+    """`spark.readStream/read.format("kinesis")` and `df.writeStream/write.format("kinesis")`."""
 
     @classmethod
     def name(cls) -> str:
@@ -61,6 +70,18 @@ class KinesisDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return KinesisStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        config = parse_sink_options(self.options)
+        check_schema(schema, config)
+        check_stream(config)
+        return KinesisBatchWriter(config)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        config = parse_sink_options(self.options)
+        check_schema(schema, config)
+        check_stream(config)
+        return KinesisStreamWriter(config)
 
     def reader(self, schema: Any) -> DataSourceReader:
         return KinesisBatchReader(parse_options(self._batch_options(), streaming=False))

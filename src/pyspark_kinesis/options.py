@@ -174,38 +174,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
     stream = (opts.get("streamName") or "").strip()
     if not stream:
         raise OptionError("streamName", "missing", 'Set .option("streamName", "<your stream>").')
-    region = opts.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
-    region = region.strip()
-    if not region:
-        raise OptionError("region", "missing and no AWS_REGION is set", 'Set .option("region", "us-east-1").')
-    endpoint = (opts.get("endpointUrl") or "").strip() or None
-    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
-        raise OptionError(
-            "endpointUrl", f"'{endpoint}' is not an http(s) URL", "Write it like http://127.0.0.1:4568."
-        )
-    key_id, secret = opts.get("awsAccessKeyId"), opts.get("awsSecretKey")
-    if bool(key_id) != bool(secret):
-        raise OptionError(
-            "awsAccessKeyId" if not key_id else "awsSecretKey",
-            "static credentials need both awsAccessKeyId and awsSecretKey",
-            "Set both, or neither to use the default credential chain.",
-        )
-    retry_mode = (opts.get("retryMode") or "standard").strip().lower()
-    if retry_mode not in ("legacy", "standard", "adaptive"):
-        raise OptionError(
-            "retryMode", f"'{retry_mode}' is not a botocore retry mode", "Use standard or adaptive."
-        )
-    aws = AwsSettings(
-        region=region,
-        endpoint_url=endpoint,
-        access_key_id=key_id or None,
-        secret_key=secret or None,
-        session_token=opts.get("sessionToken") or None,
-        retry_mode=retry_mode,
-        max_attempts=_int(opts, "maxAttempts", 10, 1) or 10,
-        connect_timeout_ms=_int(opts, "connectTimeoutMs", 5000, 1) or 5000,
-        read_timeout_ms=_int(opts, "readTimeoutMs", 30000, 1) or 30000,
-    )
+    aws = aws_settings(opts)
     starting = parse_position("startingPosition", opts.get("startingPosition") or "LATEST")
     ending = parse_position("endingPosition", opts.get("endingPosition") or "LATEST", allow_trim=False)
     if "endingPosition" in opts and streaming:
@@ -254,3 +223,39 @@ def _assigner(opts: Mapping[str, str]) -> str:
             f"Use one of {', '.join(sorted(assign.STRATEGIES))}, or a function importable on the driver.",
         ) from None
     return name
+
+
+def aws_settings(opts: Mapping[str, str]) -> AwsSettings:
+    """Region, endpoint, credentials and retry settings: shared by the source and the sink."""
+    region = opts.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+    region = region.strip()
+    if not region:
+        raise OptionError("region", "missing and no AWS_REGION is set", 'Set .option("region", "us-east-1").')
+    endpoint = (opts.get("endpointUrl") or "").strip() or None
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise OptionError(
+            "endpointUrl", f"'{endpoint}' is not an http(s) URL", "Write it like http://127.0.0.1:4568."
+        )
+    key_id, secret = opts.get("awsAccessKeyId"), opts.get("awsSecretKey")
+    if bool(key_id) != bool(secret):
+        raise OptionError(
+            "awsAccessKeyId" if not key_id else "awsSecretKey",
+            "static credentials need both awsAccessKeyId and awsSecretKey",
+            "Set both, or neither to use the default credential chain.",
+        )
+    retry_mode = (opts.get("retryMode") or "standard").strip().lower()
+    if retry_mode not in ("legacy", "standard", "adaptive"):
+        raise OptionError(
+            "retryMode", f"'{retry_mode}' is not a botocore retry mode", "Use standard or adaptive."
+        )
+    return AwsSettings(
+        region=region,
+        endpoint_url=endpoint,
+        access_key_id=key_id or None,
+        secret_key=secret or None,
+        session_token=opts.get("sessionToken") or None,
+        retry_mode=retry_mode,
+        max_attempts=_int(opts, "maxAttempts", 10, 1) or 10,
+        connect_timeout_ms=_int(opts, "connectTimeoutMs", 5000, 1) or 5000,
+        read_timeout_ms=_int(opts, "readTimeoutMs", 30000, 1) or 30000,
+    )

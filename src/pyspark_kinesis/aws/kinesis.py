@@ -150,3 +150,18 @@ class KinesisProxy:
 
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
         return self.client.get_records(ShardIterator=iterator, Limit=limit)
+
+
+def put_records(settings: AwsSettings, stream: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One PutRecords call; returns the per-record results in request order (ErrorCode on failures).
+    Whole-call failures (throttling, 5xx) are retried by botocore; a missing stream raises a clear error."""
+    client = kinesis_client(settings)
+    try:
+        response = client.put_records(StreamName=stream, Records=entries)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("ResourceNotFoundException", *_CREDENTIAL_CODES):
+            raise describe_failure(exc, stream, settings) from None
+        raise
+    except EndpointConnectionError as exc:
+        raise describe_failure(exc, stream, settings) from None
+    return list(response["Records"])

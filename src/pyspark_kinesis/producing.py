@@ -1,0 +1,192 @@
+"""Executor-side writing: PutRecords batched to the service limits, concurrent, retried, ordered.
+
+Records go to `concurrency` lanes, each sending one PutRecords call at a time. A call takes the
+lane's pending records in order up to 500 records / 5 MiB. Records that fail inside a successful
+call (FailedRecordCount: throttling, internal errors) stay pending, in their place, and are retried
+after a backoff with full jitter (exponential while calls make no progress), until
+`max_retry_time_ms` has passed; then the task
+fails with a message naming the error and the count: nothing is dropped silently.
+
+With `preserve_order`, all records of a (stream, partition key) go to one lane, and a call carries
+at most one record per key, and only the oldest pending one: a later record of a key is sent only
+after every earlier one succeeded, so none overtakes a retried one.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .aws.kinesis import put_records
+from .errors import KinesisConnectorError
+from .sink_options import SinkConfig
+
+MAX_RECORD_BYTES = 1024 * 1024  # data + partition key
+MAX_KEY_CHARS = 256
+BASE_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 2.0
+
+
+class SinkWriteError(KinesisConnectorError):
+    """Records could not be written within maxRetryTimeMs, or a record is invalid."""
+
+
+@dataclass
+class Entry:
+    stream: str
+    data: bytes
+    key: str
+    hash_key: str | None
+    row: int  # position in the task's input, for error messages
+
+    @property
+    def size(self) -> int:
+        return len(self.data) + len(self.key.encode())
+
+    def request(self) -> dict:
+        item = {"Data": self.data, "PartitionKey": self.key}
+        if self.hash_key is not None:
+            item["ExplicitHashKey"] = self.hash_key
+        return item
+
+
+def invalid_reason(data: bytes | None, key: str | None, hash_key: str | None) -> str | None:
+    """Why Kinesis would refuse this record, or None."""
+    if data is None:
+        return "data is null"
+    if not key:
+        return "partitionKey is empty"
+    if len(key) > MAX_KEY_CHARS:
+        return f"partitionKey has {len(key)} characters (at most {MAX_KEY_CHARS})"
+    size = len(data) + len(key.encode())
+    if size > MAX_RECORD_BYTES:
+        return f"record is {size} bytes with its partition key (at most {MAX_RECORD_BYTES})"
+    if hash_key is not None and not (hash_key.isdigit() and int(hash_key) < 2**128):
+        return "explicitHashKey is not a decimal number below 2^128"
+    return None
+
+
+@dataclass
+class WriteStats:
+    records: int = 0
+    bytes: int = 0
+    calls: int = 0
+    retried: int = 0
+
+
+class Lane:
+    """One sender: a FIFO of pending records, one call in flight at a time."""
+
+    def __init__(self, config: SinkConfig, stats: WriteStats, lock: threading.Lock) -> None:
+        self.config = config
+        self.pending: list[Entry] = []
+        self.stats = stats
+        self.lock = lock
+
+    def _next_call(self) -> tuple[str, list[int]]:
+        """Indexes of pending records for the next call: one stream per call, within the limits."""
+        stream = self.pending[0].stream
+        chosen: list[int] = []
+        size = 0
+        seen_keys: set[str] = set()
+        for index, entry in enumerate(self.pending):
+            if entry.stream != stream:
+                if self.config.preserve_order:
+                    seen_keys.add(entry.key)  # nothing later of this key may pass it
+                continue
+            if self.config.preserve_order:
+                if entry.key in seen_keys:
+                    continue
+                seen_keys.add(entry.key)
+            if chosen and (
+                len(chosen) >= self.config.max_records_per_request
+                or size + entry.size > self.config.max_bytes_per_request
+            ):
+                break
+            chosen.append(index)
+            size += entry.size
+        return stream, chosen
+
+    def drain(self, deadline: float) -> None:
+        attempt = 0
+        last_error = ""
+        for _call in range(10_000_000):  # bounded; each round sends or sleeps, and the deadline ends it
+            if not self.pending:
+                return
+            stream, chosen = self._next_call()
+            results = put_records(self.config.aws, stream, [self.pending[i].request() for i in chosen])
+            failed = {i for i, result in zip(chosen, results, strict=True) if "ErrorCode" in result}
+            with self.lock:
+                self.stats.calls += 1
+                done = [self.pending[i] for i in chosen if i not in failed]
+                self.stats.records += len(done)
+                self.stats.bytes += sum(e.size for e in done)
+                self.stats.retried += len(failed)
+            for result in results:
+                if "ErrorCode" in result:
+                    last_error = f"{result['ErrorCode']}: {result.get('ErrorMessage', '')}"
+            sent = set(chosen) - failed
+            self.pending = [e for i, e in enumerate(self.pending) if i not in sent]
+            if not failed:
+                attempt = 0
+                continue
+            if time.monotonic() > deadline:
+                raise SinkWriteError(
+                    f"{len(self.pending)} records could not be written to Kinesis stream '{stream}' within "
+                    f"maxRetryTimeMs={self.config.max_retry_time_ms} (last error {last_error}). Nothing was "
+                    "dropped: the task fails and Spark retries it. Raise maxRetryTimeMs or the stream's capacity."
+                )
+            # Escalate only while calls make no progress at all; a call that got some records in
+            # waits one short jittered step, so a steady trickle of throttling does not stall the lane.
+            attempt = attempt + 1 if len(failed) == len(chosen) else 0
+            time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BASE_BACKOFF_S * 2**attempt)))
+
+
+class Producer:
+    """Writes a task's records. `add` buffers; `flush` sends everything buffered and waits."""
+
+    def __init__(
+        self, config: SinkConfig, buffer_records: int = 20_000, buffer_bytes: int = 64 * 1024 * 1024
+    ) -> None:
+        self.config = config
+        self.stats = WriteStats()
+        self._lock = threading.Lock()
+        self.lanes = [Lane(config, self.stats, self._lock) for _ in range(config.concurrency)]
+        self._pool = ThreadPoolExecutor(max_workers=config.concurrency)
+        self._buffered = 0
+        self._buffered_bytes = 0
+        self._next_lane = 0
+        self.buffer_records = buffer_records
+        self.buffer_bytes = buffer_bytes
+
+    def add(self, entry: Entry) -> None:
+        if self.config.preserve_order:
+            lane = zlib.crc32(f"{entry.stream}\0{entry.key}".encode()) % len(self.lanes)
+        else:
+            # Round-robin in runs of a call's size, so each lane's calls fill up.
+            lane = (self._buffered // self.config.max_records_per_request) % len(self.lanes)
+        self.lanes[lane].pending.append(entry)
+        self._buffered += 1
+        self._buffered_bytes += entry.size
+        if self._buffered >= self.buffer_records or self._buffered_bytes >= self.buffer_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        deadline = time.monotonic() + self.config.max_retry_time_ms / 1000.0
+        futures = [self._pool.submit(lane.drain, deadline) for lane in self.lanes if lane.pending]
+        errors = []
+        for future in futures:
+            try:
+                future.result()
+            except Exception as exc:  # every lane finishes before the first error is raised
+                errors.append(exc)
+        self._buffered = self._buffered_bytes = 0
+        if errors:
+            raise errors[0]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,160 @@
+"""The Kinesis sink: thin Spark writer adapters over `producing.Producer`.
+
+Semantics are at-least-once: Spark may run a task twice (retry, speculation) and replays a streaming
+batch after a crash, and Kinesis has no idempotent put, so a record can be written twice. Consumers
+deduplicate with a record id carried in the payload (see docs/sink.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, StringType, StructType
+
+from .aws.kinesis import KinesisProxy
+from .errors import OptionError
+from .producing import Entry, Producer, SinkWriteError, invalid_reason
+from .sink_options import SinkConfig
+
+log = logging.getLogger(__name__)
+_COLUMNS = {"data", "partitionKey", "explicitHashKey", "streamName"}
+
+
+@dataclass
+class KinesisCommitMessage(WriterCommitMessage):
+    records: int = 0
+    bytes: int = 0
+    calls: int = 0
+    retried: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def check_schema(schema: StructType, config: SinkConfig) -> None:
+    """Fail at query start on a DataFrame the sink cannot write, naming the column."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "data" not in fields:
+        raise OptionError(
+            "data", "the DataFrame has no 'data' column", "Select the payload AS data (binary or string)."
+        )
+    if not isinstance(fields["data"], BinaryType | StringType):
+        raise OptionError(
+            "data", f"column 'data' is {fields['data'].simpleString()}", "Cast it to binary or string."
+        )
+    for name in ("partitionKey", "explicitHashKey", "streamName"):
+        if name in fields and not isinstance(fields[name], StringType):
+            raise OptionError(
+                name, f"column '{name}' is {fields[name].simpleString()}", f"Cast {name} to string."
+            )
+    if config.stream_name is None and "streamName" not in fields:
+        raise OptionError(
+            "streamName",
+            "missing, and the DataFrame has no streamName column",
+            'Set .option("streamName", "<stream>") or add a streamName column.',
+        )
+
+
+def check_stream(config: SinkConfig) -> None:
+    if config.stream_name:
+        KinesisProxy(config.stream_name, config.aws, max_attempts=2).check_stream()
+
+
+def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> KinesisCommitMessage:
+    """Write one task's rows; rows are numbered from 0 in the task's input for error messages."""
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context else 0
+    except ImportError:  # pragma: no cover
+        partition = 0
+    producer = Producer(config)
+    skipped: Counter[str] = Counter()
+    row = 0
+    try:
+        for batch in batches:
+            names = batch.schema.names
+            data = batch.column(names.index("data")).to_pylist()
+            keys = batch.column(names.index("partitionKey")).to_pylist() if "partitionKey" in names else None
+            hashes = (
+                batch.column(names.index("explicitHashKey")).to_pylist()
+                if "explicitHashKey" in names
+                else None
+            )
+            streams = batch.column(names.index("streamName")).to_pylist() if "streamName" in names else None
+            for i in range(batch.num_rows):
+                payload = data[i]
+                if isinstance(payload, str):
+                    payload = payload.encode()
+                # No partitionKey column: a random key per record spreads records evenly over the shards.
+                key = keys[i] if keys is not None else uuid.uuid4().hex
+                hash_key = hashes[i] if hashes is not None else None
+                stream = (streams[i] if streams is not None else None) or config.stream_name
+                reason = "streamName is null and no streamName option is set" if stream is None else None
+                reason = reason or invalid_reason(payload, key, hash_key)
+                if reason is not None:
+                    if not config.skip_invalid:
+                        raise SinkWriteError(
+                            f"Row {row} of partition {partition} cannot be written to Kinesis: {reason}. Fix the "
+                            "row, or set onInvalidRecord=skip to count and skip such rows."
+                        )
+                    skipped[reason.split(" (")[0]] += 1
+                else:
+                    producer.add(Entry(stream, payload, key, hash_key, row))
+                row += 1
+        producer.flush()
+    finally:
+        producer.close()
+    if skipped:
+        log.warning(
+            "Kinesis sink skipped %d invalid rows in partition %d: %s",
+            sum(skipped.values()),
+            partition,
+            dict(skipped),
+        )
+    stats = producer.stats
+    return KinesisCommitMessage(stats.records, stats.bytes, stats.calls, stats.retried, dict(skipped))
+
+
+def _summary(messages: list[Any]) -> str:
+    done = [m for m in messages if isinstance(m, KinesisCommitMessage)]
+    skipped = sum(sum(m.skipped.values()) for m in done)
+    return (
+        f"{sum(m.records for m in done)} records, {sum(m.bytes for m in done)} bytes in {sum(m.calls for m in done)} "
+        f"PutRecords calls ({sum(m.retried for m in done)} record retries, {skipped} invalid rows skipped)"
+    )
+
+
+class KinesisBatchWriter(DataSourceArrowWriter):
+    def __init__(self, config: SinkConfig) -> None:
+        self.config = config
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return write_partition(self.config, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("Kinesis sink wrote %s", _summary(list(messages)))
+
+
+class KinesisStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, config: SinkConfig) -> None:
+        self.config = config
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return write_partition(self.config, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("Kinesis sink batch %d wrote %s", batchId, _summary(list(messages)))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning(
+            "Kinesis sink batch %d aborted after writing %s (at-least-once: a retry writes again)",
+            batchId,
+            _summary(list(messages)),
+        )

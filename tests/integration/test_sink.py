@@ -1,0 +1,199 @@
+"""The Kinesis sink against real local servers: batch and streaming writes, partial failures
+injected by a proxy, per-key order with preserveOrder, bad rows, and a sink -> source round trip."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyspark_kinesis.producing import Entry, Producer, SinkWriteError
+from pyspark_kinesis.sink_options import parse_sink_options
+from tests.faultproxy import FaultProxy
+from tests.helpers import assert_exactly_once, assert_key_order, client, new_stream
+from tests.integration.streaming_util import Collector, reader, run_available_now
+
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+
+
+def read_back(spark, endpoint: str, stream: str) -> list:
+    return (
+        spark.read.format("kinesis")
+        .option("streamName", stream)
+        .option("region", "us-east-1")
+        .option("endpointUrl", endpoint)
+        .load()
+        .collect()
+    )
+
+
+def write(df, endpoint: str, stream: str | None, **options) -> None:
+    w = (
+        df.write.format("kinesis")
+        .option("region", "us-east-1")
+        .option("endpointUrl", endpoint)
+        .mode("append")
+    )
+    if stream:
+        w = w.option("streamName", stream)
+    for key, value in options.items():
+        w = w.option(key, str(value))
+    w.save()
+
+
+def rows(spark, count: int, keys: int = 10, start: int = 0):
+    return spark.range(start, start + count, numPartitions=3).selectExpr(
+        "concat('r-', id) AS data", f"concat('k', id % {keys}) AS partitionKey"
+    )
+
+
+def test_batch_write_reads_back_exactly(spark, any_kinesis):
+    stream = new_stream(client(any_kinesis.endpoint), shards=3)
+    write(rows(spark, 1200), any_kinesis.endpoint, stream)
+    assert_exactly_once(read_back(spark, any_kinesis.endpoint, stream), [f"r-{i}" for i in range(1200)])
+
+
+def test_binary_data_stream_column_routing_and_random_default_keys(spark, kinesalite):
+    kin = client(kinesalite.endpoint)
+    first, second = new_stream(kin, shards=1), new_stream(kin, shards=1)
+    df = spark.range(100).selectExpr(
+        "cast(concat('r-', id) AS binary) AS data", f"IF(id % 2 = 0, '{first}', '{second}') AS streamName"
+    )
+    write(df, kinesalite.endpoint, None)
+    got_first = read_back(spark, kinesalite.endpoint, first)
+    assert_exactly_once(got_first, [f"r-{i}" for i in range(0, 100, 2)])
+    assert_exactly_once(read_back(spark, kinesalite.endpoint, second), [f"r-{i}" for i in range(1, 100, 2)])
+    assert len({r["partitionKey"] for r in got_first}) == 50  # a random key per row
+
+
+def test_partial_failures_are_retried_until_every_record_is_in(spark, kinesalite):
+    stream = new_stream(client(kinesalite.endpoint), shards=2)
+    with FaultProxy(kinesalite.endpoint, reject_fraction=0.3, seed=1) as proxy:
+        write(rows(spark, 3000), proxy.endpoint, stream)
+        assert proxy.rejected > 300, "the proxy injected too few failures for this test to mean anything"
+    assert_exactly_once(read_back(spark, kinesalite.endpoint, stream), [f"r-{i}" for i in range(3000)])
+
+
+def test_preserve_order_keeps_per_key_order_under_failures(spark, kinesalite):
+    stream = new_stream(client(kinesalite.endpoint), shards=2)
+    df = spark.range(2000, numPartitions=1).selectExpr(
+        "concat('r-', id) AS data", "concat('k', id % 5) AS partitionKey"
+    )
+    with FaultProxy(kinesalite.endpoint, reject_fraction=0.4, seed=2) as proxy:
+        write(df, proxy.endpoint, stream, preserveOrder="true", maxConcurrentRequests=4)
+        assert proxy.rejected > 200
+    got = read_back(spark, kinesalite.endpoint, stream)
+    assert_exactly_once(got, [f"r-{i}" for i in range(2000)])
+    by_shard_order = sorted(got, key=lambda r: (r["shardId"], int(r["sequenceNumber"])))
+    assert_key_order(by_shard_order)
+
+
+def test_without_preserve_order_retries_do_reorder(kinesalite):
+    """The control for the test above: the same failures without preserveOrder reorder some keys,
+    so the ordered mode is what keeps order, not luck."""
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=1)
+    with FaultProxy(kinesalite.endpoint, reject_fraction=0.4, seed=2) as proxy:
+        config = parse_sink_options(
+            {"streamName": stream, "region": "us-east-1", "endpointUrl": proxy.endpoint}
+        )
+        producer = Producer(config)
+        for i in range(1000):
+            producer.add(Entry(stream, f"r-{i}".encode(), f"k{i % 5}", None, i))
+        producer.flush()
+        producer.close()
+    shard = kin.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    iterator = kin.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")[
+        "ShardIterator"
+    ]
+    numbers = [
+        int(r["Data"].decode().split("-")[1])
+        for r in kin.get_records(ShardIterator=iterator, Limit=10000)["Records"]
+    ]
+    assert sorted(numbers) == list(range(1000))
+    assert numbers != sorted(numbers)
+
+
+def test_retry_time_exhausted_fails_the_write_with_a_clear_message(kinesalite):
+    stream = new_stream(client(kinesalite.endpoint), shards=1)
+    with FaultProxy(kinesalite.endpoint, reject_fraction=1.0) as proxy:
+        config = parse_sink_options(
+            {
+                "streamName": stream,
+                "region": "us-east-1",
+                "endpointUrl": proxy.endpoint,
+                "maxRetryTimeMs": "300",
+            }
+        )
+        producer = Producer(config)
+        producer.add(Entry(stream, b"x", "k", None, 0))
+        with pytest.raises(SinkWriteError, match=r"could not be written .* within maxRetryTimeMs=300"):
+            producer.flush()
+        producer.close()
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "message"),
+    [
+        ("IF(id = 7, NULL, 'x')", "'k'", "Row 7 of partition 0 cannot be written to Kinesis: data is null"),
+        (
+            "'x'",
+            "IF(id = 3, '', 'k')",
+            "Row 3 of partition 0 cannot be written to Kinesis: partitionKey is empty",
+        ),
+        (
+            "'x'",
+            "IF(id = 4, repeat('a', 257), 'k')",
+            "Row 4 of partition 0 .* partitionKey has 257 characters",
+        ),
+        ("IF(id = 5, repeat('a', 1048577), 'x')", "'k'", "Row 5 of partition 0 .* record is 1048578 bytes"),
+    ],
+)
+def test_invalid_rows_fail_naming_the_row_or_are_skipped(spark, kinesalite, data, key, message):
+    stream = new_stream(client(kinesalite.endpoint), shards=1)
+    df = spark.range(10, numPartitions=1).selectExpr(f"{data} AS data", f"{key} AS partitionKey")
+    with pytest.raises(Exception, match=message):
+        write(df, kinesalite.endpoint, stream)
+    before = len(
+        read_back(spark, kinesalite.endpoint, stream)
+    )  # rows sent before the bad one (at-least-once)
+    write(df, kinesalite.endpoint, stream, onInvalidRecord="skip")
+    assert (
+        len(read_back(spark, kinesalite.endpoint, stream)) - before == 9
+    )  # every valid row, the bad one skipped
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"streamName": "no-such-stream"}, "does not exist"),
+        ({"preserveOrdr": "true"}, "Did you mean 'preserveOrder'?"),
+        ({"onInvalidRecord": "ignore"}, "'onInvalidRecord': 'ignore' is not fail or skip"),
+        ({"maxRecordsPerRequest": "600"}, "above the service maximum 500"),
+    ],
+)
+def test_bad_sink_options(spark, kinesalite, options, expected):
+    stream = new_stream(client(kinesalite.endpoint), shards=1)
+    with pytest.raises(Exception, match=expected):
+        write(rows(spark, 5), kinesalite.endpoint, options.pop("streamName", stream), **options)
+
+
+def test_streaming_write_and_round_trip_exactly_once_on_the_read_side(spark, kinesalite, tmp_path):
+    kin = client(kinesalite.endpoint)
+    source, target = new_stream(kin, shards=2), new_stream(kin, shards=3)
+    expected = [f"r-{i}" for i in range(800)]
+    write(rows(spark, 800), kinesalite.endpoint, source)
+    copy = reader(spark, kinesalite.endpoint, source, str(tmp_path / "m1"), startingPosition="TRIM_HORIZON")
+    query = (
+        copy.selectExpr("data", "partitionKey")
+        .writeStream.format("kinesis")
+        .option("streamName", target)
+        .option("region", "us-east-1")
+        .option("endpointUrl", kinesalite.endpoint)
+        .option("checkpointLocation", str(tmp_path / "cp1"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180) and query.exception() is None
+    sink = Collector()
+    back = reader(spark, kinesalite.endpoint, target, str(tmp_path / "m2"), startingPosition="TRIM_HORIZON")
+    run_available_now(spark, back, str(tmp_path / "cp2"), sink)
+    assert_exactly_once(sink.rows, expected)
