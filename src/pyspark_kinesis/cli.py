@@ -94,6 +94,34 @@ def bench_assign(
         console.print(f"wrote {write}")
 
 
+@app.command("bench-sink")
+def bench_sink(
+    records: int = typer.Option(50_000, min=1000, max=5_000_000, help="Records per run."),
+    size: int = typer.Option(1000, min=1, max=1_000_000, help="Payload bytes per record."),
+    concurrency: int = typer.Option(8, min=1, max=64, help="Concurrent PutRecords calls (both sides)."),
+    shards: int = typer.Option(4, min=1, max=256, help="Shards of each fresh stream."),
+    repeat: int = typer.Option(3, min=1, max=20, help="Runs of each way; the best is reported."),
+    write: str = typer.Option(None, help="Also write the results as Markdown to this file."),
+) -> None:
+    """Sink records/s and MB/s against a plain boto3 PutRecords loop on kinesalite."""
+    from .benchmarks import sink
+
+    results = sink.run(records, size, concurrency, shards, repeat)
+    top = sink.best(results)
+    loop_rate = top["loop"].rate(size)[0]
+    table = Table(title=f"sink throughput: {records} x {size} B, concurrency {concurrency}, {shards} shards")
+    for column in ("way", "records/s", "MB/s", "vs loop"):
+        table.add_column(column)
+    for way in ("loop", "producer", "spark"):
+        rate, mbs = top[way].rate(size)
+        table.add_row(way, f"{rate:,.0f}", f"{mbs:.1f}", f"{rate / loop_rate:.2f}x")
+    console.print(table)
+    if write:
+        with open(write, "w") as handle:
+            handle.write(sink.markdown(results, records, size, concurrency, shards))
+        console.print(f"wrote {write}")
+
+
 @app.command()
 def options() -> None:
     """Print the source's options with their defaults."""

@@ -70,8 +70,7 @@ def test_every_option_is_documented_in_the_readme():
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text()
     for name, (default, _text) in KNOWN_OPTIONS.items():
-        assert f"`{name}`" in readme, f"option {name} is missing from docs/options.md"
-        assert default in readme
+        assert f"`{name}` | {default} |" in readme, f"option {name} is missing from docs/options.md"
 
 
 def test_position_round_trip():
@@ -87,3 +86,13 @@ def test_position_round_trip():
     assert Position.inside("5", 2).iterator_args()["ShardIteratorType"] == "AT_SEQUENCE_NUMBER"
     assert Position.inside("5", 2).skips("5", 2) and not Position.inside("5", 2).skips("5", 3)
     assert Position(AFTER, seq="5").skips("5", 0) is False
+
+
+def test_every_sink_option_is_documented():
+    from pathlib import Path
+
+    from pyspark_kinesis.sink_options import SINK_OPTIONS
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "sink.md").read_text()
+    for name, (default, _text) in SINK_OPTIONS.items():
+        assert f"`{name}` | {default} |" in page, f"sink option {name} is missing from docs/sink.md"
