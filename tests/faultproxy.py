@@ -1,6 +1,11 @@
 """A fault-injecting HTTP proxy in front of a local Kinesis, for tests on loopback.
 
-It forwards every call unchanged, except PutRecords: a chosen fraction of the records in each call is
+GetRecords faults, each at its own rate (`read_faults`): "throttle" (400 ProvisionedThroughputExceeded),
+"internal" (500 InternalFailure), "unavailable" (503), "expired" (400 ExpiredIteratorException), and
+"reset" (the real response is cut off mid-body and the connection closed). Throttling, 5xx and resets
+are botocore's to retry; an expired iterator is the connector's to re-obtain.
+
+It forwards every other call unchanged, except PutRecords: a chosen fraction of the records in each call is
 *not* forwarded, and the response reports them as failed with ProvisionedThroughputExceededException,
 merged in request order with the real results of the forwarded ones. So the server holds exactly the
 records the client was told succeeded, as with real throttling. Counts of injected faults are kept.
@@ -15,11 +20,25 @@ import json
 import random
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 from urllib.parse import urlparse
 
 
 class FaultProxy:
-    def __init__(self, target: str, reject_fraction: float = 0.0, seed: int = 0) -> None:
+    READ_FAULTS: ClassVar[dict[str, tuple[int, str, str]]] = {
+        "throttle": (400, "ProvisionedThroughputExceededException", "Rate exceeded for shard (injected)"),
+        "internal": (500, "InternalFailure", "Internal failure (injected)"),
+        "unavailable": (503, "ServiceUnavailable", "Service unavailable (injected)"),
+        "expired": (400, "ExpiredIteratorException", "Iterator expired (injected)"),
+    }
+
+    def __init__(
+        self,
+        target: str,
+        reject_fraction: float = 0.0,
+        seed: int = 0,
+        read_faults: dict[str, float] | None = None,
+    ) -> None:
         parsed = urlparse(target)
         self.target_host, self.target_port = parsed.hostname, parsed.port
         self.reject_fraction = reject_fraction
@@ -27,6 +46,8 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.rejected = 0
         self.forwarded_records = 0
+        self.read_faults = read_faults or {}
+        self.injected: dict[str, int] = {}
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,6 +56,26 @@ class FaultProxy:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 target = self.headers.get("X-Amz-Target", "")
+                fault = proxy.pick_read_fault() if target.endswith(".GetRecords") else None
+                if fault == "reset":
+                    status, headers, payload = proxy.forward(self.headers, body)
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/x-amz-json-1.1")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload[: len(payload) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if fault is not None:
+                    code, kind, message = FaultProxy.READ_FAULTS[fault]
+                    payload = json.dumps({"__type": kind, "message": message}).encode()
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/x-amz-json-1.1")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 if target.endswith(".PutRecords") and proxy.reject_fraction > 0:
                     status, headers, payload = proxy.put_records(self.headers, body)
                 else:
@@ -62,6 +103,16 @@ class FaultProxy:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.server.server_port}"
+
+    def pick_read_fault(self) -> str | None:
+        with self.lock:
+            draw = self.rng.random()
+            for kind, rate in self.read_faults.items():
+                if draw < rate:
+                    self.injected[kind] = self.injected.get(kind, 0) + 1
+                    return kind
+                draw -= rate
+        return None
 
     def forward(self, headers, body: bytes):
         connection = http.client.HTTPConnection(self.target_host, self.target_port, timeout=60)

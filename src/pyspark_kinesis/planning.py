@@ -75,6 +75,7 @@ class Planner:
         self._checked_tokens: set[str] = set()
         self._collected_below = 0
         self._done: set[str] = set()
+        self._initial: SourceOffset | None = None
         self._infos: dict[str, ShardInfo] = {}  # latest ListShards view, for hash ranges
         self._load: dict[str, float] = {}  # recent bytes per batch per shard (moving average)
 
@@ -86,6 +87,12 @@ class Planner:
 
     # -- start of a new query -------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
+        """Computed once per run: Spark may ask more than once, and every answer must be the same."""
+        if self._initial is None:
+            self._initial = self._new_initial_offset()
+        return self._initial
+
+    def _new_initial_offset(self) -> SourceOffset:
         start = self.config.starting_position
         listed = self.proxy.list_shards(open_only=start.kind == LATEST)
         self._last_discovery_ms = self.clock()

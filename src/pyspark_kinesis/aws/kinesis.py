@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ from ..errors import StreamAccessError
 from ..options import AwsSettings
 from ..positions import Position
 from .client import kinesis_client
+
+MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
 
 _CREDENTIAL_CODES = frozenset(
     {
@@ -131,16 +134,29 @@ class KinesisProxy:
     def _list(self, extra: dict[str, Any]) -> list[ShardInfo]:
         shards: list[ShardInfo] = []
         try:
-            response = self.client.list_shards(StreamName=self.stream, **extra)
+            response = self._call_list(StreamName=self.stream, **extra)
             for _page in range(10_000):  # bounded: a stream has at most a few thousand pages
-                shards.extend(ShardInfo.from_api(s) for s in response.get("Shards", []))
+                shards.extend(ShardInfo.from_api(s) for s in response["Shards"])
                 token = response.get("NextToken")
                 if not token:
                     break
-                response = self.client.list_shards(NextToken=token)
+                response = self._call_list(NextToken=token)
         except (ClientError, BotoCoreError) as exc:
             raise describe_failure(exc, self.stream, self.settings) from None
         return shards
+
+    def _call_list(self, **kwargs: Any) -> dict[str, Any]:
+        """One ListShards page. botocore parses a response cut off mid-body as {}; read as "no shards",
+        that would make every known shard look expired, so such a page is asked for again."""
+        for attempt in range(MAX_MALFORMED):
+            response = self.client.list_shards(**kwargs)
+            if "Shards" in response:
+                return response
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+        raise StreamAccessError(
+            f"Kinesis returned {MAX_MALFORMED} unreadable ListShards responses in a row for stream '{self.stream}'. "
+            "Check the network path to the endpoint."
+        )
 
     def shard_iterator(self, shard_id: str, position: Position) -> str:
         response = self.client.get_shard_iterator(
