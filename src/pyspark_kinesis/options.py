@@ -16,12 +16,23 @@ from datetime import UTC, datetime
 from .errors import OptionError
 from .positions import Position
 
-# name -> (default shown in docs, one-line description). The README's reference is checked
-# against this table by a test, so docs and code cannot drift apart.
-KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
-    "streamName": ("(required)", "Name of the Kinesis data stream to read."),
+# The options every AWS call takes, shared by the source and the sink (sink_options.py).
+AWS_OPTIONS: dict[str, tuple[str, str]] = {
     "region": ("AWS_REGION / profile region", "AWS region of the stream."),
     "endpointUrl": ("(AWS endpoint)", "Kinesis endpoint, e.g. http://127.0.0.1:4568 for a local server."),
+    "awsAccessKeyId": ("(default chain)", "Static access key id; use with awsSecretKey."),
+    "awsSecretKey": ("(default chain)", "Static secret key; never logged."),
+    "sessionToken": ("(none)", "Session token for temporary static credentials; never logged."),
+    "retryMode": ("standard", "botocore retry mode: legacy | standard | adaptive."),
+    "maxAttempts": ("10", "botocore total attempts per AWS call (first try included)."),
+    "connectTimeoutMs": ("5000", "HTTP connect timeout for AWS calls."),
+    "readTimeoutMs": ("30000", "HTTP read timeout for AWS calls."),
+}
+
+# name -> (default shown in docs, one-line description). docs/options.md is checked against this
+# table by a test, so docs and code cannot drift apart.
+KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
+    "streamName": ("(required)", "Name of the Kinesis data stream to read."),
     "startingPosition": ("LATEST", "LATEST | TRIM_HORIZON | AT_TIMESTAMP:<ISO-8601>."),
     "endingPosition": (
         "LATEST",
@@ -42,13 +53,7 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
     "idlePollIntervalMs": ("500", "A shard found at the tip is not polled again sooner than this."),
     "shardDiscoveryIntervalMs": ("10000", "ListShards runs at most this often while the query runs."),
     "failOnDataLoss": ("true", "Fail when records a batch must replay have expired from the stream."),
-    "awsAccessKeyId": ("(default chain)", "Static access key id; use with awsSecretKey."),
-    "awsSecretKey": ("(default chain)", "Static secret key; never logged."),
-    "sessionToken": ("(none)", "Session token for temporary static credentials; never logged."),
-    "retryMode": ("standard", "botocore retry mode: legacy | standard | adaptive."),
-    "maxAttempts": ("10", "botocore total attempts per AWS call (first try included)."),
-    "connectTimeoutMs": ("5000", "HTTP connect timeout for AWS calls."),
-    "readTimeoutMs": ("30000", "HTTP read timeout for AWS calls."),
+    **AWS_OPTIONS,
 }
 _LOWER = {k.lower(): k for k in KNOWN_OPTIONS}
 # Options Spark itself may pass along with the user's; accepted and ignored.

@@ -7,22 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import OptionError
-from .options import AwsSettings, _bool, _int, aws_settings
+from .options import AWS_OPTIONS, AwsSettings, _bool, _int, aws_settings
 
 SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "streamName": (
         "(required unless a streamName column)",
         "Stream to write to; a `streamName` column overrides it per row.",
     ),
-    "region": ("AWS_REGION / profile region", "AWS region of the stream."),
-    "endpointUrl": ("(AWS endpoint)", "Kinesis endpoint, e.g. http://127.0.0.1:4568 for a local server."),
-    "awsAccessKeyId": ("(default chain)", "Static access key id; use with awsSecretKey."),
-    "awsSecretKey": ("(default chain)", "Static secret key; never logged."),
-    "sessionToken": ("(none)", "Session token for temporary static credentials; never logged."),
-    "retryMode": ("standard", "botocore retry mode for whole calls: legacy | standard | adaptive."),
-    "maxAttempts": ("10", "botocore total attempts per PutRecords call."),
-    "connectTimeoutMs": ("5000", "HTTP connect timeout."),
-    "readTimeoutMs": ("30000", "HTTP read timeout."),
+    **AWS_OPTIONS,
     "maxRetryTimeMs": ("60000", "How long records rejected inside a call are retried before the task fails."),
     "maxConcurrentRequests": ("8", "PutRecords calls in flight per task."),
     "maxRecordsPerRequest": ("500", "Records per PutRecords call (service maximum 500)."),
