@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
-from .aws.kinesis import MAX_MALFORMED, KinesisProxy
+from .aws.kinesis import KinesisProxy
 from .deaggregation import deaggregate
-from .errors import DataLossError, StreamAccessError
+from .errors import DataLossError
 from .offsets import ShardEnd
 from .positions import AFTER, END, INSIDE, Position, seq_key
 from .schema import ARROW_SCHEMA
@@ -117,7 +117,6 @@ def fetch_shard(
     at_tip = reached_cutoff = closed = stop = done_until = False
     children: tuple[str, ...] = ()
     behind = -1
-    malformed = 0
     for _call in range(_MAX_CALLS):
         if iterator is None or stop:
             break
@@ -135,18 +134,6 @@ def fetch_shard(
             resume = start if last is None else _position_after(*last)
             iterator = proxy.shard_iterator(shard, resume)
             continue
-        if "Records" not in response:
-            # botocore turns a response cut off mid-body into {}: that is not "shard closed" (no next
-            # iterator) but a failed call, to retry with the same iterator.
-            malformed += 1
-            if malformed > MAX_MALFORMED:
-                raise StreamAccessError(
-                    f"Kinesis returned {malformed} unreadable GetRecords responses in a row for stream "
-                    f"'{proxy.stream}', shard {shard}. Check the network path to the endpoint."
-                )
-            time.sleep(min(2.0, 0.05 * 2**malformed))
-            continue
-        malformed = 0
         records = response["Records"]
         for record in records:
             seq = record["SequenceNumber"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,16 +147,21 @@ class KinesisProxy:
         return shards
 
     def _call_list(self, **kwargs: Any) -> dict[str, Any]:
-        """One ListShards page. botocore parses a response cut off mid-body as {}; read as "no shards",
-        that would make every known shard look expired, so such a page is asked for again."""
+        """One ListShards page. A page cut off mid-body reaches us as {}: read as "no shards", it would
+        make every known shard look expired, so it is asked for again."""
+        return self._well_formed("ListShards", "Shards", lambda: self.client.list_shards(**kwargs))
+
+    def _well_formed(self, operation: str, member: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """botocore parses a body cut off mid-way as an empty result; such a call is repeated, with a
+        short backoff, until its result has `member` (MAX_MALFORMED times, then a clear error)."""
         for attempt in range(MAX_MALFORMED):
-            response = self.client.list_shards(**kwargs)
-            if "Shards" in response:
+            response = call()
+            if member in response:
                 return response
             time.sleep(min(2.0, 0.05 * 2**attempt))
         raise StreamAccessError(
-            f"Kinesis returned {MAX_MALFORMED} unreadable ListShards responses in a row for stream '{self.stream}'. "
-            "Check the network path to the endpoint."
+            f"Kinesis returned {MAX_MALFORMED} unreadable {operation} responses in a row for stream "
+            f"'{self.stream}'. Check the network path to the endpoint."
         )
 
     def shard_iterator(self, shard_id: str, position: Position) -> str:
@@ -165,7 +171,11 @@ class KinesisProxy:
         return str(response["ShardIterator"])
 
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
-        return self.client.get_records(ShardIterator=iterator, Limit=limit)
+        """One GetRecords call. A response cut off mid-body reaches us as {}: read literally (no next
+        iterator) it would say "shard closed" and skip records, so it is asked for again."""
+        return self._well_formed(
+            "GetRecords", "Records", lambda: self.client.get_records(ShardIterator=iterator, Limit=limit)
+        )
 
 
 def put_records(settings: AwsSettings, stream: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
