@@ -59,3 +59,11 @@ def spark():
     pyspark_kinesis.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def local_sts():
+    from tests.localsts import LocalSts
+
+    with LocalSts() as server:
+        yield server

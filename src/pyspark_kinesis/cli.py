@@ -122,6 +122,108 @@ def bench_sink(
         console.print(f"wrote {write}")
 
 
+DOC = "docs/performance.md"
+
+
+@app.command("bench-decode")
+def bench_decode(
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """GetRecords decoding per core: botocore's parser against the connector's path, 100 B to 10 KB."""
+    from .benchmarks import reading
+
+    rows = reading.run_decode()
+    table = Table(title="GetRecords decode, one core")
+    for column in ("size", "botocore MB/s", "decode MB/s", "path records/s", "path MB/s", "vs botocore"):
+        table.add_column(column)
+    for row in rows:
+        p_rate, p_mb = row.rates(row.path_s)
+        table.add_row(
+            f"{row.size} B",
+            f"{row.rates(row.botocore_s)[1]:.0f}",
+            f"{row.rates(row.decode_s)[1]:.0f}",
+            f"{p_rate:,.0f}",
+            f"{p_mb:.0f}",
+            f"{row.botocore_s / row.path_s:.1f}x",
+        )
+    console.print(table)
+    if write:
+        reading.write_section(write, "bench-decode", reading.markdown_decode(rows))
+
+
+@app.command("bench-read")
+def bench_read(
+    shards: str = typer.Option("1,2,4,8,16", help="Comma-separated shard counts, one stream each."),
+    records: int = typer.Option(200_000, min=1000, max=5_000_000, help="Records per stream."),
+    size: int = typer.Option(1000, min=10, max=1_000_000, help="Payload bytes per record."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+    plot: str = typer.Option(None, help="Also draw throughput by shard count into this PNG."),
+) -> None:
+    """End to end on kinesalite: the connector (AvailableNow, noop sink) against a boto3 GetRecords loop."""
+    import tempfile
+    from pathlib import Path
+
+    from .benchmarks import reading
+
+    counts = [int(s) for s in shards.split(",") if s.strip()]
+    with tempfile.TemporaryDirectory(prefix="bench-read-") as work:
+        rows = reading.run_throughput(counts, records, size, Path(work))
+    table = Table(title=f"read throughput, {records:,} x {size} B per stream")
+    for column in ("shards", "loop records/s", "connector records/s", "vs loop"):
+        table.add_column(column)
+    for row in rows:
+        loop, conn = row.records / row.loop_s, row.records / row.connector_s
+        table.add_row(str(row.shards), f"{loop:,.0f}", f"{conn:,.0f}", f"{conn / loop:.2f}x")
+    console.print(table)
+    if plot:
+        reading.plot_throughput(rows, plot)
+    if write:
+        reading.write_section(write, "bench-read", reading.markdown_throughput(rows, plot))
+
+
+@app.command("bench-latency")
+def bench_latency(
+    rate: int = typer.Option(100, min=1, max=2000, help="Records put per second."),
+    seconds: int = typer.Option(30, min=5, max=600, help="How long records are put."),
+    shards: int = typer.Option(4, min=1, max=64, help="Shards of the stream."),
+    kind: str = typer.Option("kinesalite", help="kinesalite or kinesis-local."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """p50/p99 delay from put to foreachBatch with the default trigger."""
+    import tempfile
+    from pathlib import Path
+
+    from .benchmarks import reading
+
+    with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
+        delays = reading.run_latency(rate, seconds, shards, Path(work), kind)
+    text = reading.markdown_latency(delays, rate, seconds, shards, kind)
+    console.print(text)
+    if write:
+        reading.write_section(write, "bench-latency", text)
+
+
+@app.command("bench-api")
+def bench_api(
+    shards: int = typer.Option(16, min=1, max=256, help="Shards of the idle stream."),
+    seconds: int = typer.Option(60, min=10, max=600, help="Length of the counted window."),
+    idle_ms: int = typer.Option(500, min=0, max=60_000, help="idlePollIntervalMs of the query."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """Kinesis calls per minute, by caller, while a query reads an idle stream."""
+    import tempfile
+    from pathlib import Path
+
+    from .benchmarks import reading
+
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as work:
+        calls, window = reading.run_api(shards, seconds, Path(work), idle_ms)
+    text = reading.markdown_api(calls, window, shards, idle_ms)
+    console.print(text)
+    if write:
+        reading.write_section(write, "bench-api", text)
+
+
 @app.command()
 def options() -> None:
     """Print the source's options with their defaults."""

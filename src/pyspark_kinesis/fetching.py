@@ -1,44 +1,84 @@
 """Executor-side fetching: read one shard from a start position, either as far as the batch's limits
 allow (first attempt) or exactly up to a recorded end (replay), into Arrow-ready columns.
 
-Reads stop on the first response that shows the shard caught up (MillisBehindLatest 0) instead of
-waiting on a timer, GetRecords calls on one shard are spaced at least 200 ms apart (the service's 5
-calls/s), and an expired iterator is re-obtained from the last position read.
+- A read stops on the first response that shows the shard caught up (MillisBehindLatest 0) instead
+  of waiting on a timer.
+- Calls on one shard respect the service's read quota, per process: call starts at least 200 ms apart
+  (5 calls/s), and after a response of B bytes the next call waits until B / shardReadBytesPerSecond
+  has passed (a 10 MB response is followed by a pause, as Kinesis would otherwise refuse the calls).
+- Throttling and transient errors that botocore's own retries did not absorb are retried here until
+  the batch's time budget is spent; then the shard's read simply ends where it got to (a valid batch
+  end), so one throttled shard or stream delays only its batch, never fails it. A replay, which must
+  reach its recorded end, retries longer and then fails the task.
+- An expired iterator is re-obtained from the last position read.
+- Responses without KPL aggregates take a bulk path (slices of the decoded columns); aggregates and
+  replays go record by record.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import threading
 import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from botocore.exceptions import ClientError
+import pyarrow.compute as pc
+from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
+from .aws.get_records import Records
 from .aws.kinesis import KinesisProxy
-from .deaggregation import deaggregate
+from .deaggregation import MAGIC, deaggregate
 from .errors import DataLossError
 from .offsets import ShardEnd
 from .positions import AFTER, END, INSIDE, Position, seq_key
 from .schema import ARROW_SCHEMA
 
 MAX_GET_RECORDS = 10_000
+FETCH_ATTEMPTS = 3  # botocore's attempts per call; the fetch loop retries on within the time budget
 MIN_CALL_SPACING_S = 0.2  # 5 GetRecords calls per second per shard
 _MAX_CALLS = 100_000  # hard bound on one shard's calls in one batch (the time budget stops it first)
+_REPLAY_RETRIES = 30  # failed calls in a row a replay accepts before the task fails
+_BACKOFF_BASE_S, _BACKOFF_MAX_S = 0.1, 5.0
+_RETRYABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "ThrottlingException",
+        "KMSThrottlingException",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+    }
+)
 
-_pace_lock = threading.Lock()
-_last_call: dict[tuple[str, str], float] = {}
+
+class Pacer:
+    """Per-process pacing of the calls on each shard (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next: dict[tuple[str, str], float] = {}
+
+    def before_call(self, key: tuple[str, str]) -> float:
+        """Wait for the shard's turn; returns the call's start time."""
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next.get(key, 0.0))
+            self._next[key] = start + MIN_CALL_SPACING_S
+        if start > now:
+            time.sleep(start - now)
+        return start
+
+    def after_response(self, key: tuple[str, str], started: float, n_bytes: int, bytes_per_s: int) -> None:
+        if bytes_per_s > 0 and n_bytes > 0:
+            with self._lock:
+                self._next[key] = max(self._next.get(key, 0.0), started + n_bytes / bytes_per_s)
 
 
-def _pace(stream: str, shard: str) -> None:
-    """Keep this process's GetRecords calls on one shard at most 5 per second."""
-    key = (stream, shard)
-    with _pace_lock:
-        last = _last_call.get(key, 0.0)
-        wait = last + MIN_CALL_SPACING_S - time.monotonic()
-        _last_call[key] = max(time.monotonic(), last + MIN_CALL_SPACING_S)
-    if wait > 0:
-        time.sleep(wait)
+PACER = Pacer()
 
 
 @dataclass
@@ -47,6 +87,7 @@ class ShardLimits:
     max_bytes: int
     cutoff_ms: int | None = None
     deadline: float = float("inf")  # time.monotonic() after which no new call starts
+    bytes_per_second: int = 2_000_000  # the shard's read quota; 0: no byte pacing
 
 
 @dataclass
@@ -54,18 +95,20 @@ class Columns:
     """One shard's rows as column lists, turned into an Arrow batch at the end."""
 
     stream: str
+    arn: str
     shard: str
     data: list[bytes] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     seqs: list[str] = field(default_factory=list)
     subs: list[int] = field(default_factory=list)
-    arrivals: list[int] = field(default_factory=list)  # epoch microseconds
+    arrivals: list[float] = field(default_factory=list)  # epoch seconds
 
     def __len__(self) -> int:
         return len(self.data)
 
     def to_arrow(self) -> pa.RecordBatch:
         n = len(self.data)
+        micros = pc.cast(pc.round(pc.multiply(pa.array(self.arrivals, pa.float64()), 1e6)), pa.int64())
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(self.data, pa.binary()),
@@ -74,7 +117,8 @@ class Columns:
                 pa.array(self.keys, pa.string()),
                 pa.array(self.seqs, pa.string()),
                 pa.array(self.subs, pa.int64()),
-                pa.array(self.arrivals, pa.timestamp("us", tz="UTC")),
+                micros.cast(pa.timestamp("us", tz="UTC")),
+                pa.array([self.arn] * n, pa.string()),
             ],
             schema=ARROW_SCHEMA,
         )
@@ -99,6 +143,126 @@ def _reached(seq: str, sub: int, total: int, until: Position) -> bool:
     return False
 
 
+def _position_after(seq: str, sub: int, total: int) -> Position:
+    return Position.after(seq) if sub >= total - 1 else Position.inside(seq, sub)
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, ConnectionError | HTTPClientError):
+        return True
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return error.get("Code") in _RETRYABLE_CODES or status >= 500
+    return False
+
+
+class _ShardRead:
+    """The state of one shard's read in one batch."""
+
+    def __init__(
+        self, proxy: KinesisProxy, shard: str, start: Position, limits: ShardLimits, until: Position | None
+    ):
+        self.proxy, self.shard, self.start, self.limits, self.until = proxy, shard, start, limits, until
+        self.cols = Columns(proxy.name, proxy.spec.key, shard)
+        self.last: tuple[str, int, int] | None = None  # (seq, sub, subs in that record) of the last row taken
+        self.n_bytes = 0
+        self.reached_cutoff = self.stop = self.done_until = False
+
+    @property
+    def resume(self) -> Position:
+        return self.start if self.last is None else _position_after(*self.last)
+
+    def _full(self, size: int) -> bool:
+        """First attempt: whether taking a record of `size` bytes would break the batch's limits
+        (a batch always takes at least one record, however large)."""
+        limits, taken = self.limits, len(self.cols)
+        return taken > 0 and (
+            (limits.max_records > 0 and taken >= limits.max_records)
+            or (limits.max_bytes > 0 and self.n_bytes + size > limits.max_bytes)
+        )
+
+    def take(self, records: Records, skip_from: Position) -> None:
+        """Take what this response offers within the limits, the cutoff and the replay bound."""
+        plain = not any(d.startswith(MAGIC) for d in records.data)
+        if plain and self.until is None and skip_from.kind != INSIDE:
+            self._take_plain(records)
+        else:
+            self._take_each(records, skip_from)
+
+    def _cut(self, sizes: list[int]) -> int:
+        """How many of these records fit the batch's limits: the bulk form of `_full`."""
+        limits, taken = self.limits, len(self.cols)
+        count = len(sizes)
+        if limits.max_records > 0:
+            count = min(count, max(0, limits.max_records - taken))
+        if limits.max_bytes > 0:
+            room = limits.max_bytes - self.n_bytes
+            for index, total in enumerate(itertools.accumulate(sizes[:count])):
+                if total > room:
+                    count = index
+                    break
+        return max(count, 1) if taken == 0 and sizes else count
+
+    def _take_plain(self, records: Records) -> None:
+        """Bulk path (no aggregates, no replay bound): cut the columns at the first limit."""
+        available, beyond_cutoff = len(records), False
+        if self.limits.cutoff_ms is not None:
+            bound = self.limits.cutoff_ms / 1000.0
+            for index, arrival in enumerate(records.arrivals):
+                if arrival > bound:
+                    available, beyond_cutoff = index, True
+                    break
+        sizes = [len(d) for d in records.data[:available]]
+        take = self._cut(sizes)
+        # The cutoff is reached only if the limits let every record before it in: a shard cut short by
+        # a limit still has records to read under this AvailableNow run.
+        self.reached_cutoff = beyond_cutoff and take == available
+        self.stop = take < available or beyond_cutoff
+        cols = self.cols
+        cols.data.extend(records.data[:take])
+        cols.keys.extend(records.keys[:take])
+        cols.seqs.extend(records.seqs[:take])
+        cols.subs.extend([0] * take)
+        cols.arrivals.extend(records.arrivals[:take])
+        self.n_bytes += sum(sizes[:take])
+        if take:
+            self.last = (records.seqs[take - 1], 0, 1)
+
+    def _take_each(self, records: Records, skip_from: Position) -> None:
+        until, limits, cols = self.until, self.limits, self.cols
+        bound = None if until is not None or limits.cutoff_ms is None else limits.cutoff_ms / 1000.0
+        for index, seq in enumerate(records.seqs):
+            arrival = records.arrivals[index]
+            if bound is not None and arrival > bound:
+                self.reached_cutoff = self.stop = True
+                return
+            users = deaggregate(records.data[index])
+            if users is None:
+                users = [(records.keys[index], None, records.data[index])]
+            total = len(users)
+            for sub, (key, _hash_key, payload) in enumerate(users):
+                if skip_from.skips(seq, sub):
+                    continue
+                if until is not None:
+                    if not _before_or_at(seq, sub, until):
+                        self.stop = self.done_until = True
+                        return
+                elif self._full(len(payload)):
+                    self.stop = True
+                    return
+                cols.data.append(payload)
+                cols.keys.append(key)
+                cols.seqs.append(seq)
+                cols.subs.append(sub)
+                cols.arrivals.append(arrival)
+                self.n_bytes += len(payload)
+                self.last = (seq, sub, total)
+                if until is not None and _reached(seq, sub, total, until):
+                    self.stop = self.done_until = True
+                    return
+
+
 def fetch_shard(
     proxy: KinesisProxy,
     shard: str,
@@ -108,70 +272,52 @@ def fetch_shard(
     fail_on_data_loss: bool = True,
 ) -> tuple[Columns, ShardEnd]:
     """Read `shard` from `start`. With `until`, produce exactly the records up to that recorded end."""
-    cols = Columns(proxy.stream, shard)
+    read = _ShardRead(proxy, shard, start, limits, until)
     if start.is_end or (until is not None and until == start):
-        return cols, ShardEnd(start=start, end=start)
-    iterator: str | None = proxy.shard_iterator(shard, start)
-    last: tuple[str, int, int] | None = None  # (seq, sub, subs in that record) of the last row taken
-    n_bytes = 0
-    at_tip = reached_cutoff = closed = stop = done_until = False
+        return read.cols, ShardEnd(start=start, end=start)
+    key = (proxy.spec.key, shard)
+    iterator: str | None = None
+    skip_from = start  # the position the current iterator was obtained from (its skips apply)
+    at_tip = closed = False
     children: tuple[str, ...] = ()
     behind = -1
+    failures = 0
     for _call in range(_MAX_CALLS):
-        if iterator is None or stop:
+        if read.stop or closed:
             break
         if until is None and time.monotonic() > limits.deadline:
             break
-        _pace(proxy.stream, shard)
         try:
+            if iterator is None:
+                skip_from = read.resume
+                iterator = proxy.shard_iterator(shard, skip_from)
             want = MAX_GET_RECORDS
             if until is None and limits.max_records > 0:
-                want = max(1, min(MAX_GET_RECORDS, limits.max_records - len(cols)))
+                want = max(1, min(MAX_GET_RECORDS, limits.max_records - len(read.cols)))
+            started = PACER.before_call(key)
             response = proxy.get_records(iterator, want)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ExpiredIteratorException":
+        except (ClientError, ConnectionError, HTTPClientError) as exc:
+            if (
+                isinstance(exc, ClientError)
+                and exc.response.get("Error", {}).get("Code") == "ExpiredIteratorException"
+            ):
+                iterator = None
+                continue
+            if not _retryable(exc):
                 raise
-            resume = start if last is None else _position_after(*last)
-            iterator = proxy.shard_iterator(shard, resume)
+            failures += 1
+            if until is not None and failures > _REPLAY_RETRIES:
+                raise
+            pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**failures))
+            if until is None:
+                pause = min(pause, max(0.0, limits.deadline - time.monotonic()))
+            time.sleep(pause)
             continue
-        records = response["Records"]
-        for record in records:
-            seq = record["SequenceNumber"]
-            arrival = record["ApproximateArrivalTimestamp"]
-            arrival_us = int(arrival.timestamp() * 1_000_000)
-            if until is None and limits.cutoff_ms is not None and arrival_us > limits.cutoff_ms * 1000:
-                reached_cutoff = stop = True
-                break
-            users = deaggregate(record["Data"])
-            if users is None:
-                users = [(record["PartitionKey"], None, record["Data"])]
-            total = len(users)
-            for sub, (key, _hash_key, payload) in enumerate(users):
-                if start.skips(seq, sub):
-                    continue
-                if until is not None:
-                    if not _before_or_at(seq, sub, until):
-                        stop = done_until = True
-                        break
-                elif len(cols) > 0 and (
-                    (limits.max_records > 0 and len(cols) >= limits.max_records)
-                    or (limits.max_bytes > 0 and n_bytes + len(payload) > limits.max_bytes)
-                ):
-                    stop = True
-                    break
-                cols.data.append(payload)
-                cols.keys.append(key)
-                cols.seqs.append(seq)
-                cols.subs.append(sub)
-                cols.arrivals.append(arrival_us)
-                n_bytes += len(payload)
-                last = (seq, sub, total)
-                if until is not None and _reached(seq, sub, total, until):
-                    stop = done_until = True
-                    break
-            if stop:
-                break
-        if stop:
+        failures = 0
+        records: Records = response["Records"]
+        PACER.after_response(key, started, sum(map(len, records.data)), limits.bytes_per_second)
+        read.take(records, skip_from)
+        if read.stop:
             break
         iterator = response.get("NextShardIterator")
         behind = int(response.get("MillisBehindLatest", -1))
@@ -179,42 +325,34 @@ def fetch_shard(
             closed = True
             children = tuple(c["ShardId"] for c in response.get("ChildShards", []))
             break
-        if until is None and behind == 0:
-            at_tip = not records
-            break
-        if until is not None and not records and behind == 0:
-            break  # at the tip without meeting the recorded end: handled below
+        if behind == 0 and (until is None or not records):
+            at_tip = until is None and not records
+            break  # caught up (a replay at the tip without meeting its end is handled below)
     if until is not None:
-        if (until.kind == END and not closed) or (until.kind != END and not done_until):
+        if (until.kind == END and not closed) or (until.kind != END and not read.done_until):
             _lost(fail_on_data_loss, proxy, shard, start, until)
         end = until
-    elif closed and not stop:
+    elif closed and not read.stop:
         end = Position.shard_end()
-    elif last is None:
-        end = start
     else:
-        end = _position_after(*last)
-    return cols, ShardEnd(
+        end = read.resume
+    return read.cols, ShardEnd(
         start=start,
         end=end,
-        records=len(cols),
-        bytes=n_bytes,
+        records=len(read.cols),
+        bytes=read.n_bytes,
         at_tip=at_tip,
-        reached_cutoff=reached_cutoff,
+        reached_cutoff=read.reached_cutoff,
         children=children,
         millis_behind=behind,
         read_at_ms=int(time.time() * 1000),
     )
 
 
-def _position_after(seq: str, sub: int, total: int) -> Position:
-    return Position.after(seq) if sub >= total - 1 else Position.inside(seq, sub)
-
-
 def _lost(fail: bool, proxy: KinesisProxy, shard: str, start: Position, until: Position) -> None:
     if fail:
         raise DataLossError(
-            f"Replaying a logged batch of stream '{proxy.stream}', shard {shard} could not reach its recorded "
+            f"Replaying a logged batch of stream '{proxy.name}', shard {shard} could not reach its recorded "
             f"end {until.to_json()} from {start.to_json()}: the records are no longer in the stream (past "
             "retention?). Set failOnDataLoss=false to accept the loss and go on."
         )

@@ -5,6 +5,9 @@ ends without reading it. So the offset for batch k carries each shard's concrete
 (the recorded ends of batch k-1), its lineage, and which task reads it; where batch k stopped is
 learned by the executors and written once, atomically, as a TaskEnd record under metadataPath. A
 replay of batch k reads exactly up to those recorded ends. All of this is plain JSON-able data.
+
+A source may read several streams, so shards are grouped by stream, keyed by the stream's ARN (its
+identity: names repeat across regions and accounts); in memory a shard is a `ShardRef`.
 """
 
 from __future__ import annotations
@@ -14,12 +17,29 @@ from typing import Any
 
 from .positions import Position
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 NO_TASK = -1  # a shard that this batch does not read (idle, waiting for parents, or finished)
+
+
+ShardRef = tuple[str, str]  # (stream ARN, shard id)
 
 
 def _split(text: str) -> tuple[str, ...]:
     return tuple(p for p in text.split(",") if p)
+
+
+def _check_version(data: dict[str, Any], what: str) -> None:
+    version = int(data.get("v", 0))
+    if version != FORMAT_VERSION:
+        raise ValueError(f"{what} format version {version} is not supported (expected {FORMAT_VERSION})")
+
+
+def _nest(flat: dict[ShardRef, Any]) -> dict[str, dict[str, Any]]:
+    """{(stream, shard): x} -> {stream: {shard: x.to_json()}} in sorted order (stable offsets)."""
+    out: dict[str, dict[str, Any]] = {}
+    for stream, sid in sorted(flat):
+        out.setdefault(stream, {})[sid] = flat[(stream, sid)].to_json()
+    return out
 
 
 @dataclass(frozen=True)
@@ -68,26 +88,31 @@ class SourceOffset:
 
     token: str  # ties the checkpoint to its records under metadataPath
     batch: int
-    stream: str
-    shards: dict[str, ShardState]
+    streams: dict[str, dict[str, ShardState]]  # stream ARN -> shard id -> state
     cutoff_ms: int | None = None  # Trigger.AvailableNow: read records that arrived up to here
 
-    def tasks(self) -> dict[int, list[str]]:
-        """Task index -> the shard ids it reads, in shard id order."""
-        out: dict[int, list[str]] = {}
-        for sid in sorted(self.shards):
-            state = self.shards[sid]
-            if state.task != NO_TASK:
-                out.setdefault(state.task, []).append(sid)
+    def tasks(self) -> dict[int, list[ShardRef]]:
+        """Task index -> the shards it reads, in (stream, shard id) order."""
+        out: dict[int, list[ShardRef]] = {}
+        for stream in sorted(self.streams):
+            shards = self.streams[stream]
+            for sid in sorted(shards):
+                if shards[sid].task != NO_TASK:
+                    out.setdefault(shards[sid].task, []).append((stream, sid))
         return out
+
+    def state(self, ref: ShardRef) -> ShardState:
+        return self.streams[ref[0]][ref[1]]
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "v": FORMAT_VERSION,
             "token": self.token,
             "batch": self.batch,
-            "stream": self.stream,
-            "shards": {sid: self.shards[sid].to_json() for sid in sorted(self.shards)},
+            "streams": {
+                stream: {sid: shards[sid].to_json() for sid in sorted(shards)}
+                for stream, shards in sorted(self.streams.items())
+            },
         }
         if self.cutoff_ms is not None:
             data["cut"] = self.cutoff_ms
@@ -95,14 +120,14 @@ class SourceOffset:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> SourceOffset:
-        version = int(data.get("v", 0))
-        if version != FORMAT_VERSION:
-            raise ValueError(f"offset format version {version} is not supported (expected {FORMAT_VERSION})")
+        _check_version(data, "offset")
         return SourceOffset(
             token=str(data["token"]),
             batch=int(data["batch"]),
-            stream=str(data["stream"]),
-            shards={sid: ShardState.from_json(s) for sid, s in data["shards"].items()},
+            streams={
+                stream: {sid: ShardState.from_json(s) for sid, s in shards.items()}
+                for stream, shards in data["streams"].items()
+            },
             cutoff_ms=data.get("cut"),
         )
 
@@ -156,8 +181,7 @@ class TaskEnd:
     token: str
     batch: int
     task: int
-    stream: str
-    shards: dict[str, ShardEnd] = field(default_factory=dict)
+    shards: dict[ShardRef, ShardEnd] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -165,16 +189,19 @@ class TaskEnd:
             "token": self.token,
             "batch": self.batch,
             "task": self.task,
-            "stream": self.stream,
-            "shards": {sid: self.shards[sid].to_json() for sid in sorted(self.shards)},
+            "streams": _nest(self.shards),
         }
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> TaskEnd:
+        _check_version(data, "batch-end record")
         return TaskEnd(
             token=str(data["token"]),
             batch=int(data["batch"]),
             task=int(data["task"]),
-            stream=str(data["stream"]),
-            shards={sid: ShardEnd.from_json(s) for sid, s in data["shards"].items()},
+            shards={
+                (stream, sid): ShardEnd.from_json(end)
+                for stream, shards in data["streams"].items()
+                for sid, end in shards.items()
+            },
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 import pyarrow as pa
@@ -21,8 +21,8 @@ import pyarrow as pa
 from . import faults
 from .aws.kinesis import KinesisProxy
 from .errors import CheckpointMismatchError
-from .fetching import Columns, ShardLimits, fetch_shard
-from .offsets import ShardEnd, TaskEnd
+from .fetching import FETCH_ATTEMPTS, Columns, ShardLimits, fetch_shard
+from .offsets import ShardEnd, ShardRef, TaskEnd
 from .options import SourceConfig
 from .planning import task_key
 from .positions import Position
@@ -33,6 +33,7 @@ MAX_THREADS = 16
 
 @dataclass(frozen=True)
 class ShardSlice:
+    stream: str  # the stream's ARN
     shard_id: str
     start: Position
     max_records: int
@@ -50,8 +51,17 @@ class TaskPlan:
     cutoff_ms: int | None
 
 
-def _fetch_all(config: SourceConfig, plan: TaskPlan, until: dict[str, Position] | None):
-    proxy = KinesisProxy(config.stream_name, config.aws)
+def _fetch_all(
+    config: SourceConfig, plan: TaskPlan, until: dict[ShardRef, Position] | None
+) -> dict[ShardRef, tuple[Columns, ShardEnd]]:
+    proxies: dict[str, KinesisProxy] = {}
+    for piece in plan.shards:
+        spec = config.stream(piece.stream)
+        if spec is None:
+            raise CheckpointMismatchError(
+                f"Batch {plan.batch} reads stream {piece.stream}, which the options no longer name."
+            )
+        proxies.setdefault(piece.stream, KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS))
     deadline = time.monotonic() + config.max_fetch_time_ms / 1000.0
 
     def one(piece: ShardSlice) -> tuple[Columns, ShardEnd]:
@@ -64,25 +74,29 @@ def _fetch_all(config: SourceConfig, plan: TaskPlan, until: dict[str, Position] 
             else config.max_bytes_per_shard,
             cutoff_ms=plan.cutoff_ms,
             deadline=deadline,
+            bytes_per_second=config.shard_read_bytes_per_second,
         )
-        target = None if until is None else until[piece.shard_id]
-        return fetch_shard(proxy, piece.shard_id, piece.start, limits, target, config.fail_on_data_loss)
+        target = None if until is None else until[(piece.stream, piece.shard_id)]
+        return fetch_shard(
+            proxies[piece.stream], piece.shard_id, piece.start, limits, target, config.fail_on_data_loss
+        )
 
     if len(plan.shards) == 1:
-        return {plan.shards[0].shard_id: one(plan.shards[0])}
+        piece = plan.shards[0]
+        return {(piece.stream, piece.shard_id): one(piece)}
     with ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(plan.shards))) as pool:
         results = list(pool.map(one, plan.shards))
-    return {piece.shard_id: result for piece, result in zip(plan.shards, results, strict=True)}
+    return {(p.stream, p.shard_id): result for p, result in zip(plan.shards, results, strict=True)}
 
 
 def _check_record(record: TaskEnd, plan: TaskPlan, config: SourceConfig) -> None:
     for piece in plan.shards:
-        end = record.shards.get(piece.shard_id)
-        if record.stream != config.stream_name or end is None or end.start != piece.start:
+        end = record.shards.get((piece.stream, piece.shard_id))
+        if end is None or end.start != piece.start:
             raise CheckpointMismatchError(
                 f"The batch-end record of batch {plan.batch}, task {plan.task} under metadataPath "
-                f"'{config.metadata_path}' does not match the checkpoint (shard {piece.shard_id}). "
-                "metadataPath must belong to this query's checkpoint only."
+                f"'{config.metadata_path}' does not match the checkpoint (shard {piece.shard_id} of "
+                f"{piece.stream}). metadataPath must belong to this query's checkpoint only."
             )
 
 
@@ -93,32 +107,31 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     if raw is not None:
         record = TaskEnd.from_json(orjson.loads(raw))
         _check_record(record, plan, config)
-        results = _fetch_all(config, plan, {sid: e.end for sid, e in record.shards.items()})
+        results = _fetch_all(config, plan, {ref: end.end for ref, end in record.shards.items()})
     else:
         results = _fetch_all(config, plan, None)
         mine = TaskEnd(
             token=plan.token,
             batch=plan.batch,
             task=plan.task,
-            stream=config.stream_name,
-            shards={sid: end for sid, (_cols, end) in results.items()},
+            shards={ref: end for ref, (_cols, end) in results.items()},
         )
         faults.maybe_fail("before-record")
         if not store.put_if_absent(key, orjson.dumps(mine.to_json())):
             winner = TaskEnd.from_json(orjson.loads(store.get(key) or b"{}"))
             _check_record(winner, plan, config)
-            differs = {sid for sid, end in winner.shards.items() if end.end != mine.shards[sid].end}
+            differs = {
+                (p.stream, p.shard_id)
+                for p in plan.shards
+                if winner.shards[(p.stream, p.shard_id)].end != mine.shards[(p.stream, p.shard_id)].end
+            }
             if differs:
-                redo = TaskPlan(
-                    plan.token,
-                    plan.batch,
-                    plan.task,
-                    tuple(p for p in plan.shards if p.shard_id in differs),
-                    plan.cutoff_ms,
+                redo = replace(
+                    plan, shards=tuple(p for p in plan.shards if (p.stream, p.shard_id) in differs)
                 )
-                results.update(_fetch_all(config, redo, {sid: winner.shards[sid].end for sid in differs}))
+                results.update(_fetch_all(config, redo, {ref: winner.shards[ref].end for ref in differs}))
         faults.maybe_fail("after-record")
     for piece in plan.shards:
-        cols, _end = results[piece.shard_id]
+        cols, _end = results[(piece.stream, piece.shard_id)]
         if len(cols):
             yield cols.to_arrow()

@@ -1,7 +1,8 @@
 """The rows the source produces, as a Spark schema and the identical Arrow schema.
 
 `read()` yields Arrow record batches; Spark rejects them unless their schema equals the declared one
-exactly, so both are defined side by side here.
+exactly, so both are defined side by side here. `streamArn` tells apart streams of one name in
+different regions or accounts when a source reads several.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pyarrow as pa
 
 SPARK_SCHEMA = (
     "data BINARY, streamName STRING, shardId STRING, partitionKey STRING, sequenceNumber STRING, "
-    "subSequenceNumber BIGINT, approximateArrivalTimestamp TIMESTAMP"
+    "subSequenceNumber BIGINT, approximateArrivalTimestamp TIMESTAMP, streamArn STRING"
 )
 
 ARROW_SCHEMA = pa.schema(
@@ -22,5 +23,6 @@ ARROW_SCHEMA = pa.schema(
         pa.field("sequenceNumber", pa.string()),
         pa.field("subSequenceNumber", pa.int64()),
         pa.field("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("streamArn", pa.string()),
     ]
 )

@@ -22,6 +22,7 @@ from .aws.kinesis import KinesisProxy
 from .errors import OptionError
 from .producing import Entry, Producer, SinkWriteError, invalid_reason
 from .sink_options import SinkConfig
+from .stream_specs import StreamSpec
 
 log = logging.getLogger(__name__)
 _COLUMNS = {"data", "partitionKey", "explicitHashKey", "streamName"}
@@ -62,7 +63,7 @@ def check_schema(schema: StructType, config: SinkConfig) -> None:
 
 def check_stream(config: SinkConfig) -> None:
     if config.stream_name:
-        KinesisProxy(config.stream_name, config.aws, max_attempts=2).check_stream()
+        KinesisProxy(StreamSpec(config.stream_name, config.aws), agent="sink", max_attempts=2).check_stream()
 
 
 def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> KinesisCommitMessage:

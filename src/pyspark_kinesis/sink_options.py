@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from .errors import OptionError
-from .options import AWS_OPTIONS, AwsSettings, _bool, _int, aws_settings
+from .option_values import bool_option, fold, int_option
 
 SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "streamName": (
@@ -22,8 +22,6 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "preserveOrder": ("false", "Keep row order per partition key, even across retries."),
     "onInvalidRecord": ("fail", "fail | skip: what to do with a record Kinesis would refuse."),
 }
-_LOWER = {k.lower(): k for k in SINK_OPTIONS}
-_SPARK_OPTIONS = frozenset({"path", "checkpointlocation"})
 
 
 @dataclass(frozen=True)
@@ -39,27 +37,16 @@ class SinkConfig:
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
-    opts: dict[str, str] = {}
-    for key, value in options.items():
-        low = key.lower()
-        if low in _SPARK_OPTIONS:
-            continue
-        if low not in _LOWER:
-            guess = difflib.get_close_matches(low, list(_LOWER), n=1)
-            hint = (
-                f"Did you mean '{_LOWER[guess[0]]}'?" if guess else "See docs/sink.md for the sink's options."
-            )
-            raise OptionError(key, "this option is not known to the kinesis sink", hint)
-        opts[_LOWER[low]] = value
+    opts = fold(options, SINK_OPTIONS, "sink", "docs/sink.md")
     on_invalid = (opts.get("onInvalidRecord") or "fail").strip().lower()
     if on_invalid not in ("fail", "skip"):
         raise OptionError(
             "onInvalidRecord", f"'{on_invalid}' is not fail or skip", "Use fail (default) or skip."
         )
-    records = _int(opts, "maxRecordsPerRequest", 500, 1) or 500
+    records = int_option(opts, "maxRecordsPerRequest", 500, 1) or 500
     if records > 500:
         raise OptionError("maxRecordsPerRequest", f"{records} is above the service maximum 500", "Use 1-500.")
-    size = _int(opts, "maxBytesPerRequest", 5 * 1024 * 1024, 1024 * 1024) or 5 * 1024 * 1024
+    size = int_option(opts, "maxBytesPerRequest", 5 * 1024 * 1024, 1024 * 1024) or 5 * 1024 * 1024
     if size > 5 * 1024 * 1024:
         raise OptionError(
             "maxBytesPerRequest", f"{size} is above the service maximum 5 MiB", "Use at most 5242880."
@@ -67,10 +54,10 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     return SinkConfig(
         stream_name=(opts.get("streamName") or "").strip() or None,
         aws=aws_settings(opts),
-        max_retry_time_ms=_int(opts, "maxRetryTimeMs", 60_000, 0) or 0,
-        concurrency=_int(opts, "maxConcurrentRequests", 8, 1) or 8,
+        max_retry_time_ms=int_option(opts, "maxRetryTimeMs", 60_000, 0) or 0,
+        concurrency=int_option(opts, "maxConcurrentRequests", 8, 1) or 8,
         max_records_per_request=records,
         max_bytes_per_request=size,
-        preserve_order=_bool(opts, "preserveOrder", False),
+        preserve_order=bool_option(opts, "preserveOrder", False),
         skip_invalid=on_invalid == "skip",
     )

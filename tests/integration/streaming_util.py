@@ -6,14 +6,16 @@ import time
 from collections.abc import Callable
 
 
-def reader(spark, endpoint: str, stream: str, meta: str, **options):
+def reader(spark, endpoint: str, stream: str | None, meta: str, **options):
+    """A streaming read of `stream` (None: the options name the streams)."""
     r = (
         spark.readStream.format("kinesis")
-        .option("streamName", stream)
         .option("region", "us-east-1")
         .option("endpointUrl", endpoint)
         .option("metadataPath", meta)
     )
+    if stream is not None:
+        r = r.option("streamName", stream)
     for key, value in options.items():
         r = r.option(key, str(value))
     return r.load()

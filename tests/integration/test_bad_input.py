@@ -158,7 +158,9 @@ def test_checkpoint_of_another_stream(spark, kinesis_local, tmp_path):
     options = base(kinesis_local.endpoint, first, tmp_path) | {"startingPosition": "TRIM_HORIZON"}
     _run_once(spark, options, tmp_path / "cp")
     message = start_query(spark, options | {"streamName": second}, tmp_path)
-    assert f"checkpoint was written for Kinesis stream '{first}'" in message
+    assert (
+        "checkpoint was written for Kinesis stream(s) arn:" in message and f":stream/{first}, but" in message
+    )
 
 
 def test_secrets_stay_out_of_checkpoint_records_and_progress(spark, kinesis_local, tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from pyspark_kinesis.datasource import resolve_streams
 from pyspark_kinesis.options import parse_options
 from pyspark_kinesis.planning import task_key
 from pyspark_kinesis.positions import Position
@@ -153,8 +154,12 @@ def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path):
         },
         streaming=True,
     )
+    config_ = resolve_streams(config_)
+    arn = config_.streams[0].key
     shards = [s["ShardId"] for s in kin.list_shards(StreamName=stream)["Shards"]]
-    plan = TaskPlan("tok", 0, 0, tuple(ShardSlice(s, Position.trim_horizon(), -1, -1) for s in shards), None)
+    plan = TaskPlan(
+        "tok", 0, 0, tuple(ShardSlice(arn, s, Position.trim_horizon(), -1, -1) for s in shards), None
+    )
     results: list[list] = [[], [], []]
     stop = threading.Event()
 

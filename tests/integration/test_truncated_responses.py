@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from pyspark_kinesis.aws.kinesis import KinesisProxy
+from pyspark_kinesis.aws_settings import AwsSettings
 from pyspark_kinesis.errors import StreamAccessError
 from pyspark_kinesis.fetching import ShardLimits, fetch_shard
-from pyspark_kinesis.options import AwsSettings
+from pyspark_kinesis.local.fault_proxy import FaultProxy
 from pyspark_kinesis.positions import Position
-from tests.faultproxy import FaultProxy
+from pyspark_kinesis.stream_specs import StreamSpec
 from tests.helpers import client, new_stream, put
 
 pytestmark = [pytest.mark.kinesis]
@@ -21,13 +22,13 @@ class TruncatingListProxy(FaultProxy):
 
     def __init__(self, target: str) -> None:
         super().__init__(target)
-        self.calls = 0
+        self.list_calls = 0
 
     def forward(self, headers, body):
         status, response_headers, payload = super().forward(headers, body)
         if headers.get("X-Amz-Target", "").endswith(".ListShards"):
-            self.calls += 1
-            if self.calls % 2 == 1:
+            self.list_calls += 1
+            if self.list_calls % 2 == 1:
                 return status, response_headers, payload[: len(payload) // 2]
         return status, response_headers, payload
 
@@ -35,9 +36,11 @@ class TruncatingListProxy(FaultProxy):
 def test_truncated_list_shards_is_asked_again(kinesalite):
     stream = new_stream(client(kinesalite.endpoint), shards=3)
     with TruncatingListProxy(kinesalite.endpoint) as proxy:
-        shards = KinesisProxy(stream, AwsSettings("us-east-1", proxy.endpoint)).list_shards()
+        shards = KinesisProxy(
+            StreamSpec(stream, AwsSettings("us-east-1", proxy.endpoint), arn=stream), agent="planner"
+        ).list_shards()
     assert len(shards) == 3
-    assert proxy.calls >= 2
+    assert proxy.list_calls >= 2
 
 
 def test_truncated_get_records_is_retried_not_taken_for_a_closed_shard(kinesalite):
@@ -46,11 +49,15 @@ def test_truncated_get_records_is_retried_not_taken_for_a_closed_shard(kinesalit
     put(kin, stream, 0, 30)
     shard = kin.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
     with FaultProxy(kinesalite.endpoint, seed=3, read_faults={"reset": 0.5}) as proxy:
-        source = KinesisProxy(stream, AwsSettings("us-east-1", proxy.endpoint))
+        source = KinesisProxy(
+            StreamSpec(stream, AwsSettings("us-east-1", proxy.endpoint), arn=stream), agent="reader"
+        )
         cols, end = fetch_shard(source, shard, Position.trim_horizon(), ShardLimits(-1, -1))
         assert proxy.injected.get("reset", 0) >= 1
     assert len(cols) == 30 and not end.end.is_end
     with FaultProxy(kinesalite.endpoint, read_faults={"reset": 1.0}) as proxy:
-        source = KinesisProxy(stream, AwsSettings("us-east-1", proxy.endpoint))
+        source = KinesisProxy(
+            StreamSpec(stream, AwsSettings("us-east-1", proxy.endpoint), arn=stream), agent="reader"
+        )
         with pytest.raises(StreamAccessError, match="unreadable GetRecords responses"):
             fetch_shard(source, shard, Position.trim_horizon(), ShardLimits(-1, -1))

@@ -15,23 +15,29 @@ def test_offset_round_trip_keeps_tasks():
     offset = SourceOffset(
         token="t",
         batch=3,
-        stream="s",
-        shards={
-            "b": ShardState(Position.after("9"), parents=("a",), task=1, max_records=10),
-            "a": ShardState(Position.shard_end()),
-            "c": ShardState(Position.trim_horizon(), task=0),
+        streams={
+            "arn:s": {
+                "b": ShardState(Position.after("9"), parents=("a",), task=1, max_records=10),
+                "a": ShardState(Position.shard_end()),
+                "c": ShardState(Position.trim_horizon(), task=0),
+            },
+            "arn:r": {"c": ShardState(Position.trim_horizon(), task=1)},
         },
         cutoff_ms=77,
     )
     again = SourceOffset.from_json(offset.to_json())
     assert again == offset
-    assert again.tasks() == {0: ["c"], 1: ["b"]}
+    assert again.tasks() == {0: [("arn:s", "c")], 1: [("arn:r", "c"), ("arn:s", "b")]}
     end = TaskEnd(
         "t",
         3,
         1,
-        "s",
-        {"b": ShardEnd(Position.after("9"), Position.inside("12", 4), 7, 70, children=("x", "y"))},
+        {
+            ("arn:s", "b"): ShardEnd(
+                Position.after("9"), Position.inside("12", 4), 7, 70, children=("x", "y")
+            ),
+            ("arn:r", "b"): ShardEnd(Position.trim_horizon(), Position.shard_end()),
+        },
     )
     assert TaskEnd.from_json(end.to_json()) == end
 

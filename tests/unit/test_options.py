@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pyspark_kinesis.errors import OptionError
@@ -13,7 +15,8 @@ def test_defaults_and_case_folding():
     config = parse_options(
         {"STREAMNAME": "orders", "region": "eu-west-1", "metadatapath": "/m"}, streaming=True
     )
-    assert config.stream_name == "orders"
+    assert [s.name for s in config.streams] == ["orders"]
+    assert config.streams[0].aws.region == "eu-west-1"
     assert config.starting_position == Position.latest()
     assert config.max_records_per_batch is None
     assert config.idle_poll_interval_ms == 500
@@ -62,7 +65,7 @@ def test_secrets_are_not_in_repr():
     )
     text = repr(config)
     assert "s3cr3t" not in text and "tok3n" not in text and "AKIDSECRETID" not in text
-    assert config.aws.secret_key == "s3cr3t"
+    assert config.streams[0].aws.secret_key == "s3cr3t"
 
 
 def test_every_option_is_documented_in_the_readme():
@@ -96,3 +99,94 @@ def test_every_sink_option_is_documented():
     page = (Path(__file__).resolve().parents[2] / "docs" / "sink.md").read_text()
     for name, (default, _text) in SINK_OPTIONS.items():
         assert f"`{name}` | {default} |" in page, f"sink option {name} is missing from docs/sink.md"
+
+
+ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"
+
+
+def test_stream_lists_arns_and_per_stream_overrides():
+    names = parse_options(BASE | {"streamName": f"orders, clicks,{ARN}"}, streaming=True)
+    assert [(s.name, s.aws.region, s.by_arn) for s in names.streams] == [
+        ("orders", "eu-west-1", False),
+        ("clicks", "eu-west-1", False),
+        ("orders", "eu-west-1", True),
+    ]
+    assert names.streams[2].api_args() == {"StreamARN": ARN}
+    entries = [
+        "orders",
+        {
+            "streamName": "orders",
+            "region": "us-west-2",
+            "roleArn": "arn:aws:iam::210987654321:role/reader",
+            "externalId": "x-secret-id",
+            "startingPosition": "TRIM_HORIZON",
+        },
+        {"STREAMNAME": ARN.replace("eu-west-1", "ap-south-1"), "endpointUrl": "http://127.0.0.1:1"},
+    ]
+    config = parse_options(
+        {k: v for k, v in BASE.items() if k != "streamName"} | {"streams": json.dumps(entries)},
+        streaming=True,
+    )
+    first, second, third = config.streams
+    assert (first.aws.region, first.starting_position, first.aws.role_arn) == (
+        "eu-west-1",
+        Position.latest(),
+        None,
+    )
+    assert (second.aws.region, second.starting_position.kind, second.aws.role_arn) == (
+        "us-west-2",
+        TRIM,
+        "arn:aws:iam::210987654321:role/reader",
+    )
+    assert "x-secret-id" not in repr(config)
+    assert (third.aws.region, third.aws.endpoint_url, third.by_arn) == (
+        "ap-south-1",
+        "http://127.0.0.1:1",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "option", "text"),
+    [
+        ({"streams": "[{'streamName': 'x'}]"}, "streams", "is not valid JSON"),
+        ({"streams": "{}"}, "streams", "must be a non-empty JSON list"),
+        ({"streams": "[3]"}, "streams[0]", "is a int, not a stream name or an object"),
+        ({"streams": '[{"stream": "x"}]'}, "streams[0].stream", "Did you mean 'streamName'?"),
+        ({"streams": '[{"region": "us-east-1"}]'}, "streams[0].streamName", "missing"),
+        ({"streams": '["a", {"streamName": "b", "region": 5}]'}, "streams[1].region", "not a string"),
+        ({"streams": '["a"]', "streamName": "b"}, "streams", "cannot be combined with streamName"),
+        ({"streamName": "a,,b"}, "streamName", "has an empty name"),
+        ({"streamName": "a,a"}, "streamName", "twice"),
+        ({"streamName": "bad name"}, "streamName", "neither a stream name"),
+        (
+            {"streamName": "arn:aws:kinesis:eu-west-1:12:stream/x"},
+            "streamName",
+            "is not a Kinesis stream ARN",
+        ),
+        ({"streamName": ARN, "region": "us-east-1"}, "region", "disagrees with the region 'eu-west-1'"),
+        (
+            {"streams": json.dumps([{"streamName": ARN, "region": "us-east-1"}])},
+            "streams[0].region",
+            "disagrees with the region 'eu-west-1'",
+        ),
+        ({"roleArn": "reader"}, "roleArn", "is not an IAM role ARN"),
+        ({"externalId": "abc"}, "externalId", "only applies with roleArn"),
+        (
+            {"streams": '[{"streamName": "a", "roleArn": "arn:aws:iam::1:role/r"}]'},
+            "streams[0].roleArn",
+            "is not an IAM role ARN",
+        ),
+        (
+            {"streams": '[{"streamName": "a", "startingPosition": "FIRST"}]'},
+            "streams[0].startingPosition",
+            "unknown position",
+        ),
+    ],
+)
+def test_bad_stream_lists_name_the_entry(options, option, text):
+    opts = {k: v for k, v in BASE.items() if k != "streamName" or "streams" not in options} | options
+    with pytest.raises(OptionError) as info:
+        parse_options(opts, streaming=True)
+    assert info.value.option == option
+    assert text in str(info.value)

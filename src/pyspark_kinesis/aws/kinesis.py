@@ -15,9 +15,10 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
+from ..aws_settings import AwsSettings
 from ..errors import StreamAccessError
-from ..options import AwsSettings
 from ..positions import Position
+from ..stream_specs import StreamSpec
 from .client import kinesis_client
 
 MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
@@ -72,14 +73,20 @@ class ShardInfo:
         )
 
 
-def describe_failure(exc: Exception, stream: str, settings: AwsSettings) -> StreamAccessError:
+def describe_failure(exc: Exception, spec: StreamSpec) -> StreamAccessError:
     """Translate a boto error into one message that says what to check. Never includes secrets."""
-    where = f"stream '{stream}' in region '{settings.region}'"
-    if settings.endpoint_url:
-        where += f" at endpoint {settings.endpoint_url}"
+    where = spec.describe()
+    if isinstance(exc, ClientError) and exc.operation_name == "AssumeRole":
+        error = exc.response.get("Error", {})
+        return StreamAccessError(
+            f"Cannot assume role {spec.aws.role_arn} to read {where}: {error.get('Code', '')}: "
+            f"{error.get('Message', '')}. Check the role's trust policy (principal, externalId), that the "
+            "source credentials may call sts:AssumeRole on it, and the stsEndpointUrl option if set."
+        )
     if isinstance(exc, EndpointConnectionError):
         return StreamAccessError(
-            f"Cannot reach Kinesis for {where}: {exc}. Check the 'endpointUrl' and 'region' options and the network."
+            f"Cannot reach {'STS' if 'sts' in str(exc).lower() else 'Kinesis'} for {where}: {exc}. Check the "
+            "'endpointUrl', 'stsEndpointUrl' and 'region' options and the network."
         )
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return StreamAccessError(
@@ -90,35 +97,52 @@ def describe_failure(exc: Exception, stream: str, settings: AwsSettings) -> Stre
         code = exc.response.get("Error", {}).get("Code", "")
         if code == "ResourceNotFoundException":
             return StreamAccessError(
-                f"Kinesis {where} does not exist. Create it, or fix the 'streamName'/'region' options."
+                f"Kinesis {where} does not exist. Create it, or fix the 'streamName'/'streams'/'region' options."
             )
         if code in _CREDENTIAL_CODES:
             return StreamAccessError(
                 f"AWS refused the credentials for {where} ({code}). Check the awsAccessKeyId/awsSecretKey/"
-                "sessionToken options or the default credential chain, and the IAM policy (kinesis:ListShards, "
-                "kinesis:GetShardIterator, kinesis:GetRecords, kinesis:DescribeStreamSummary)."
+                "sessionToken/roleArn options or the default credential chain, and the IAM policy "
+                "(kinesis:ListShards, kinesis:GetShardIterator, kinesis:GetRecords, kinesis:DescribeStreamSummary)."
             )
         return StreamAccessError(f"Kinesis call failed for {where}: {code}: {exc}")
-    if isinstance(exc, BotoCoreError):
-        return StreamAccessError(f"Kinesis call failed for {where}: {exc.__class__.__name__}: {exc}")
     return StreamAccessError(f"Kinesis call failed for {where}: {exc.__class__.__name__}: {exc}")
 
 
 class KinesisProxy:
     """One stream's Kinesis API as the connector uses it."""
 
-    def __init__(self, stream: str, settings: AwsSettings, *, max_attempts: int | None = None) -> None:
-        self.stream = stream
-        self.settings = settings
-        self.client = kinesis_client(settings, max_attempts=max_attempts)
+    def __init__(self, spec: StreamSpec, *, agent: str, max_attempts: int | None = None) -> None:
+        """`agent`: "planner" (driver), "reader" (executors) or "sink", shown in the User-Agent."""
+        self.spec = spec
+        self.agent = agent
+        self.name = spec.name
+        self.settings: AwsSettings = spec.aws
+        self._max_attempts = max_attempts
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            try:
+                self._client = kinesis_client(
+                    self.settings, max_attempts=self._max_attempts, agent=self.agent
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise describe_failure(exc, self.spec) from None
+        return self._client
 
     def check_stream(self) -> str:
-        """Fail fast with a clear message if the stream is missing or unreachable; returns its status."""
+        """Fail fast with a clear message if the stream is missing or unreachable (or its role cannot be
+        assumed); returns the stream's ARN, its identity in offsets."""
         try:
-            summary = self.client.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
+            summary = self.client.describe_stream_summary(**self.spec.api_args())["StreamDescriptionSummary"]
         except (ClientError, BotoCoreError) as exc:
-            raise describe_failure(exc, self.stream, self.settings) from None
-        return str(summary.get("StreamStatus", "UNKNOWN"))
+            raise describe_failure(exc, self.spec) from None
+        arn = summary.get("StreamARN")
+        if not arn:  # a server that does not report it: an identity that is unique in practice
+            arn = f"arn:aws:kinesis:{self.settings.region}:unknown:stream/{self.name}"
+        return str(arn)
 
     def list_shards(self, open_only: bool = False) -> list[ShardInfo]:
         """Every shard ListShards reports, following NextToken pages. With `open_only`, ask the server
@@ -135,7 +159,7 @@ class KinesisProxy:
     def _list(self, extra: dict[str, Any]) -> list[ShardInfo]:
         shards: list[ShardInfo] = []
         try:
-            response = self._call_list(StreamName=self.stream, **extra)
+            response = self._call_list(**self.spec.api_args(), **extra)
             for _page in range(10_000):  # bounded: a stream has at most a few thousand pages
                 shards.extend(ShardInfo.from_api(s) for s in response["Shards"])
                 token = response.get("NextToken")
@@ -143,7 +167,7 @@ class KinesisProxy:
                     break
                 response = self._call_list(NextToken=token)
         except (ClientError, BotoCoreError) as exc:
-            raise describe_failure(exc, self.stream, self.settings) from None
+            raise describe_failure(exc, self.spec) from None
         return shards
 
     def _call_list(self, **kwargs: Any) -> dict[str, Any]:
@@ -161,12 +185,12 @@ class KinesisProxy:
             time.sleep(min(2.0, 0.05 * 2**attempt))
         raise StreamAccessError(
             f"Kinesis returned {MAX_MALFORMED} unreadable {operation} responses in a row for stream "
-            f"'{self.stream}'. Check the network path to the endpoint."
+            f"'{self.name}'. Check the network path to the endpoint."
         )
 
     def shard_iterator(self, shard_id: str, position: Position) -> str:
         response = self.client.get_shard_iterator(
-            StreamName=self.stream, ShardId=shard_id, **position.iterator_args()
+            **self.spec.api_args(), ShardId=shard_id, **position.iterator_args()
         )
         return str(response["ShardIterator"])
 
@@ -181,13 +205,13 @@ class KinesisProxy:
 def put_records(settings: AwsSettings, stream: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One PutRecords call; returns the per-record results in request order (ErrorCode on failures).
     Whole-call failures (throttling, 5xx) are retried by botocore; a missing stream raises a clear error."""
-    client = kinesis_client(settings)
     try:
-        response = client.put_records(StreamName=stream, Records=entries)
+        response = kinesis_client(settings, agent="sink").put_records(StreamName=stream, Records=entries)
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("ResourceNotFoundException", *_CREDENTIAL_CODES):
-            raise describe_failure(exc, stream, settings) from None
+        code = exc.response.get("Error", {}).get("Code")
+        if code in ("ResourceNotFoundException", *_CREDENTIAL_CODES) or exc.operation_name == "AssumeRole":
+            raise describe_failure(exc, StreamSpec(stream, settings)) from None
         raise
-    except EndpointConnectionError as exc:
-        raise describe_failure(exc, stream, settings) from None
+    except (EndpointConnectionError, NoCredentialsError) as exc:
+        raise describe_failure(exc, StreamSpec(stream, settings)) from None
     return list(response["Records"])

@@ -1,4 +1,10 @@
-"""A fault-injecting HTTP proxy in front of a local Kinesis, for tests on loopback.
+"""A counting, fault-injecting HTTP proxy in front of a local Kinesis, for tests and benchmarks on
+loopback.
+
+Every call is counted by (agent, operation), the agent being the connector part named in the
+User-Agent (`pyspark-kinesis/planner`, `/reader`, `/sink`; "other" for anything else), with the
+monotonic time it arrived: that is how the tests and `bench-api` show that the driver never calls
+GetRecords and how often idle shards are polled.
 
 GetRecords faults, each at its own rate (`read_faults`): "throttle" (400 ProvisionedThroughputExceeded),
 "internal" (500 InternalFailure), "unavailable" (503), "expired" (400 ExpiredIteratorException), and
@@ -18,10 +24,15 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import re
 import threading
+import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 from urllib.parse import urlparse
+
+_AGENT = re.compile(r"pyspark-kinesis/(\w+)")
 
 
 class FaultProxy:
@@ -48,6 +59,8 @@ class FaultProxy:
         self.forwarded_records = 0
         self.read_faults = read_faults or {}
         self.injected: dict[str, int] = {}
+        self.calls: Counter[tuple[str, str]] = Counter()  # (agent, operation) -> count
+        self.call_times: list[tuple[float, str, str]] = []  # (monotonic time, agent, operation)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,6 +69,7 @@ class FaultProxy:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 target = self.headers.get("X-Amz-Target", "")
+                proxy.count(self.headers.get("User-Agent", ""), target)
                 fault = proxy.pick_read_fault() if target.endswith(".GetRecords") else None
                 if fault == "reset":
                     status, headers, payload = proxy.forward(self.headers, body)
@@ -103,6 +117,13 @@ class FaultProxy:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.server.server_port}"
+
+    def count(self, user_agent: str, target: str) -> None:
+        match = _AGENT.search(user_agent)
+        agent, operation = (match.group(1) if match else "other"), target.rsplit(".", 1)[-1]
+        with self.lock:
+            self.calls[(agent, operation)] += 1
+            self.call_times.append((time.monotonic(), agent, operation))
 
     def pick_read_fault(self) -> str | None:
         with self.lock:

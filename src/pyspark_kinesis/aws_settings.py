@@ -1,0 +1,127 @@
+"""How to reach one stream's Kinesis endpoint: region, endpoint, credentials, role, retries.
+
+A plain value (pickled to executors, part of the client cache key) whose repr hides every secret.
+The source's top-level options, each `streams` entry and the sink all go through `aws_settings`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from .errors import OptionError
+from .option_values import int_option
+
+# The options every AWS call takes, shared by the source and the sink. name -> (default, meaning).
+AWS_OPTIONS: dict[str, tuple[str, str]] = {
+    "region": ("AWS_REGION / profile region", "AWS region of the stream."),
+    "endpointUrl": ("(AWS endpoint)", "Kinesis endpoint, e.g. http://127.0.0.1:4568 for a local server."),
+    "awsAccessKeyId": ("(default chain)", "Static access key id; use with awsSecretKey."),
+    "awsSecretKey": ("(default chain)", "Static secret key; never logged."),
+    "sessionToken": ("(none)", "Session token for temporary static credentials; never logged."),
+    "roleArn": ("(none)", "IAM role to assume (STS AssumeRole) for Kinesis calls; refreshed before expiry."),
+    "roleSessionName": ("pyspark-kinesis", "Session name of the assumed role."),
+    "externalId": ("(none)", "External id the role's trust policy asks for; never logged."),
+    "stsEndpointUrl": ("(AWS STS endpoint)", "STS endpoint for AssumeRole (a VPC endpoint, a local STS)."),
+    "retryMode": ("standard", "botocore retry mode: legacy | standard | adaptive."),
+    "maxAttempts": ("10", "botocore total attempts per AWS call (first try included)."),
+    "connectTimeoutMs": ("5000", "HTTP connect timeout for AWS calls."),
+    "readTimeoutMs": ("30000", "HTTP read timeout for AWS calls."),
+}
+
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+_SESSION_NAME = re.compile(r"^[\w+=,.@-]{2,64}$")
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    """How to reach one stream's Kinesis endpoint. Pickled to executors; repr hides secrets."""
+
+    region: str
+    endpoint_url: str | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    role_arn: str | None = None
+    role_session_name: str = "pyspark-kinesis"
+    external_id: str | None = field(default=None, repr=False)
+    sts_endpoint_url: str | None = None
+    retry_mode: str = "standard"
+    max_attempts: int = 10
+    connect_timeout_ms: int = 5000
+    read_timeout_ms: int = 30000
+
+
+def _url(option: str, value: str | None) -> str | None:
+    url = (value or "").strip() or None
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise OptionError(option, f"'{url}' is not an http(s) URL", "Write it like http://127.0.0.1:4568.")
+    return url
+
+
+def aws_settings(
+    opts: Mapping[str, str], *, prefix: str = "", entry_keys: Collection[str] = ()
+) -> AwsSettings:
+    """Region, endpoint, credentials, role and retry settings. `opts` holds the top-level options merged
+    with a `streams` entry's overrides; errors name an overridden key with `prefix` (streams[1].region)."""
+
+    def name(key: str) -> str:
+        return f"{prefix}{key}" if key in entry_keys else key
+
+    region = opts.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+    region = region.strip()
+    if not region:
+        raise OptionError(
+            name("region"), "missing and no AWS_REGION is set", 'Set .option("region", "us-east-1").'
+        )
+    key_id, secret = opts.get("awsAccessKeyId"), opts.get("awsSecretKey")
+    if bool(key_id) != bool(secret):
+        raise OptionError(
+            "awsAccessKeyId" if not key_id else "awsSecretKey",
+            "static credentials need both awsAccessKeyId and awsSecretKey",
+            "Set both, or neither to use the default credential chain.",
+        )
+    role = (opts.get("roleArn") or "").strip() or None
+    if role is not None and not _ROLE_ARN.match(role):
+        raise OptionError(
+            name("roleArn"),
+            f"'{role}' is not an IAM role ARN",
+            "Write it like arn:aws:iam::123456789012:role/kinesis-reader.",
+        )
+    session_name = (opts.get("roleSessionName") or "pyspark-kinesis").strip()
+    if not _SESSION_NAME.match(session_name):
+        raise OptionError(
+            name("roleSessionName"),
+            f"'{session_name}' is not a valid role session name",
+            "Use 2-64 characters of letters, digits and _+=,.@-.",
+        )
+    external_id = opts.get("externalId") or None
+    if external_id is not None and not 2 <= len(external_id) <= 1224:
+        raise OptionError(
+            name("externalId"), "must have 2 to 1224 characters", "Use the id the role owner gave."
+        )
+    if role is None and (external_id or opts.get("roleSessionName") or opts.get("stsEndpointUrl")):
+        given = next(k for k in ("externalId", "roleSessionName", "stsEndpointUrl") if opts.get(k))
+        raise OptionError(name(given), "only applies with roleArn", "Set roleArn too, or remove it.")
+    retry_mode = (opts.get("retryMode") or "standard").strip().lower()
+    if retry_mode not in ("legacy", "standard", "adaptive"):
+        raise OptionError(
+            "retryMode", f"'{retry_mode}' is not a botocore retry mode", "Use standard or adaptive."
+        )
+    return AwsSettings(
+        region=region,
+        endpoint_url=_url(name("endpointUrl"), opts.get("endpointUrl")),
+        access_key_id=key_id or None,
+        secret_key=secret or None,
+        session_token=opts.get("sessionToken") or None,
+        role_arn=role,
+        role_session_name=session_name,
+        external_id=external_id,
+        sts_endpoint_url=_url(name("stsEndpointUrl"), opts.get("stsEndpointUrl")),
+        retry_mode=retry_mode,
+        max_attempts=int_option(opts, "maxAttempts", 10, 1) or 10,
+        connect_timeout_ms=int_option(opts, "connectTimeoutMs", 5000, 1) or 5000,
+        read_timeout_ms=int_option(opts, "readTimeoutMs", 30000, 1) or 30000,
+    )

@@ -1,0 +1,93 @@
+"""Parsing single option values (numbers, booleans, positions) and folding option names.
+
+Shared by the source, its per-stream entries and the sink, so that every option gets the same
+checks and the same kind of message: which option, what was wrong, what to write instead.
+Spark hands options over case-insensitively (keys may arrive lower-cased), so lookups fold case.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from .errors import OptionError
+from .positions import Position
+
+# Options Spark itself may pass along with the user's; accepted and ignored.
+SPARK_OPTIONS = frozenset({"path", "checkpointlocation"})
+
+
+def fold(options: Mapping[str, str], known: Mapping[str, object], what: str, docs: str) -> dict[str, str]:
+    """Map user keys to canonical option names; reject unknown ones with a suggestion."""
+    lower = {k.lower(): k for k in known}
+    folded: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low in SPARK_OPTIONS:
+            continue
+        canonical = lower.get(low)
+        if canonical is None:
+            guess = difflib.get_close_matches(low, list(lower), n=1)
+            hint = f"Did you mean '{lower[guess[0]]}'?" if guess else f"See {docs} for the options."
+            raise OptionError(key, f"this option is not known to the kinesis {what}", hint)
+        folded[canonical] = value
+    return folded
+
+
+def parse_time(option: str, text: str) -> int:
+    """ISO-8601 -> epoch milliseconds; naive times are taken as UTC (Kinesis keeps UTC)."""
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise OptionError(
+            option,
+            f"'{text}' is not an ISO-8601 timestamp",
+            "Write it like AT_TIMESTAMP:2026-01-31T12:00:00Z.",
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+def parse_position(option: str, text: str, *, allow_trim: bool = True) -> Position:
+    """Parse a startingPosition/endingPosition value into a Position."""
+    value = text.strip()
+    upper = value.upper()
+    if upper == "LATEST":
+        return Position.latest()
+    if upper in ("TRIM_HORIZON", "EARLIEST") and allow_trim:
+        return Position.trim_horizon()
+    if upper.startswith("AT_TIMESTAMP:"):
+        return Position.at_timestamp(parse_time(option, value.split(":", 1)[1]))
+    allowed = (
+        "LATEST, TRIM_HORIZON or AT_TIMESTAMP:<ISO-8601>"
+        if allow_trim
+        else "LATEST or AT_TIMESTAMP:<ISO-8601>"
+    )
+    raise OptionError(option, f"unknown position '{value}'", f"Use {allowed}.")
+
+
+def int_option(opts: Mapping[str, str], name: str, default: int | None, minimum: int) -> int | None:
+    raw = opts.get(name)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise OptionError(name, f"'{raw}' is not a whole number", f"Give an integer >= {minimum}.") from None
+    if value < minimum:
+        raise OptionError(name, f"{value} is below the minimum {minimum}", f"Give an integer >= {minimum}.")
+    return value
+
+
+def bool_option(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise OptionError(name, f"'{raw}' is not a boolean", "Use true or false.")

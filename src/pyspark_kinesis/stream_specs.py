@@ -1,0 +1,224 @@
+"""Which streams a source reads, each with its own region, endpoint, role and starting position.
+
+A source names its streams either with `streamName` (one name or ARN, or a comma-separated list) or
+with `streams`, a JSON list whose entries may override, per stream, the options that say how to reach
+it (FLINK-3211: streams live in different regions and accounts with independent access settings).
+Top-level options are the defaults every entry inherits.
+
+A stream is identified in offsets and batch-end records by its ARN, which Kinesis reports when the
+query starts: names repeat across regions and accounts, ARNs do not.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from .aws_settings import AwsSettings, aws_settings
+from .errors import OptionError
+from .option_values import parse_position
+from .positions import LATEST, Position
+
+_ARN = re.compile(r"^arn:(aws[a-z-]*):kinesis:([a-z0-9-]+):(\d{12}):stream/([A-Za-z0-9_.-]{1,128})$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+# Keys a `streams` entry may set; everything else comes from the top-level options.
+ENTRY_KEYS = (
+    "streamName",
+    "region",
+    "endpointUrl",
+    "roleArn",
+    "roleSessionName",
+    "externalId",
+    "stsEndpointUrl",
+    "startingPosition",
+)
+_ENTRY_LOWER = {k.lower(): k for k in ENTRY_KEYS}
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One stream of a source. `arn` is the stream's identity; it is None until the query start
+    resolves it (`with_arn`), unless the user named the stream by ARN."""
+
+    name: str
+    aws: AwsSettings
+    starting_position: Position = Position(LATEST)  # noqa: RUF009 (a frozen value)
+    arn: str | None = None
+    by_arn: bool = False  # named by ARN: API calls pass StreamARN (cross-account access needs it)
+
+    @property
+    def key(self) -> str:
+        """The identity used in offsets and records."""
+        if self.arn is None:
+            raise RuntimeError(f"stream {self.name} was not resolved to an ARN at query start")
+        return self.arn
+
+    def api_args(self) -> dict[str, str]:
+        return {"StreamARN": self.arn or ""} if self.by_arn else {"StreamName": self.name}
+
+    def describe(self) -> str:
+        """How messages name the stream: enough to find it, nothing secret."""
+        where = f"stream '{self.name}' in region '{self.aws.region}'"
+        if self.by_arn and self.arn:
+            where = f"stream {self.arn}"
+        if self.aws.endpoint_url:
+            where += f" at endpoint {self.aws.endpoint_url}"
+        if self.aws.role_arn:
+            where += f" (through role {self.aws.role_arn})"
+        return where
+
+    def with_arn(self, arn: str) -> StreamSpec:
+        return replace(self, arn=arn)
+
+
+def parse_arn(option: str, text: str) -> tuple[str, str, str] | None:
+    """(region, account, name) of a Kinesis stream ARN, None if `text` is no ARN; a malformed ARN is an error."""
+    if not text.startswith("arn:"):
+        return None
+    match = _ARN.match(text)
+    if match is None:
+        raise OptionError(
+            option,
+            f"'{text}' is not a Kinesis stream ARN",
+            "Write it like arn:aws:kinesis:us-east-1:123456789012:stream/orders.",
+        )
+    return match.group(2), match.group(3), match.group(4)
+
+
+def _spec(
+    option: str,
+    target: str,
+    opts: Mapping[str, str],
+    entry: Mapping[str, str],
+    default_start: Position,
+) -> StreamSpec:
+    """One stream from its name or ARN, the top-level options and the entry's overrides."""
+    target = target.strip()
+    parsed = parse_arn(option, target)
+    merged = dict(opts) | dict(entry)
+    if parsed is not None:
+        arn_region, _account, name = parsed
+        # A streams entry's ARN is checked against the entry's own region only: the top-level region
+        # is merely the default of the entries that do not say where they are.
+        given = "region" in entry or not option.startswith("streams[")
+        region = ((entry if "streams[" in option else opts).get("region") or "").strip() if given else ""
+        if region and region != arn_region:
+            raise OptionError(
+                f"{option.split('.')[0]}.region" if "streams[" in option else "region",
+                f"'{region}' disagrees with the region '{arn_region}' of the stream ARN {target}",
+                "Remove the region option for this stream (the ARN says where it is), or fix the ARN.",
+            )
+        merged["region"] = arn_region
+    elif _NAME.match(target):
+        name = target
+    else:
+        raise OptionError(
+            option,
+            f"'{target}' is neither a stream name (1-128 of A-Z a-z 0-9 _ . -) nor a stream ARN",
+            "Give a stream name like orders, or an ARN like arn:aws:kinesis:us-east-1:123456789012:stream/orders.",
+        )
+    prefix = option.split(".")[0] + "." if "." in option else ""
+    aws = aws_settings(merged, prefix=prefix if entry else "", entry_keys=set(entry))
+    start_text = entry.get("startingPosition")
+    start = (
+        parse_position(f"{prefix}startingPosition", start_text) if start_text is not None else default_start
+    )
+    return StreamSpec(
+        name=name,
+        aws=aws,
+        starting_position=start,
+        arn=target if parsed is not None else None,
+        by_arn=parsed is not None,
+    )
+
+
+def _entries(raw: str) -> list[Any]:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise OptionError(
+            "streams",
+            f"is not valid JSON ({exc})",
+            'Write a JSON list, e.g. [{"streamName": "orders", "region": "eu-west-1"}, "clicks"].',
+        ) from None
+    if not isinstance(value, list) or not value:
+        raise OptionError(
+            "streams",
+            "must be a non-empty JSON list",
+            'Write a JSON list, e.g. [{"streamName": "orders", "region": "eu-west-1"}, "clicks"].',
+        )
+    return value
+
+
+def _entry_options(index: int, item: Any) -> tuple[str, dict[str, str]]:
+    """(name or ARN, overrides) of one `streams` entry: a string, or an object of ENTRY_KEYS."""
+    where = f"streams[{index}]"
+    if isinstance(item, str):
+        return item, {}
+    if not isinstance(item, dict):
+        raise OptionError(
+            where,
+            f"is a {type(item).__name__}, not a stream name or an object",
+            'Give "orders" or {"streamName": "orders", "region": "eu-west-1"}.',
+        )
+    entry: dict[str, str] = {}
+    for key, value in item.items():
+        canonical = _ENTRY_LOWER.get(str(key).lower())
+        if canonical is None:
+            guess = difflib.get_close_matches(str(key).lower(), list(_ENTRY_LOWER), n=1)
+            hint = f"Did you mean '{_ENTRY_LOWER[guess[0]]}'?" if guess else f"Use {', '.join(ENTRY_KEYS)}."
+            raise OptionError(f"{where}.{key}", "is not a key a streams entry can set", hint)
+        if not isinstance(value, str):
+            raise OptionError(f"{where}.{canonical}", f"is {value!r}, not a string", "Quote the value.")
+        entry[canonical] = value
+    target = entry.pop("streamName", "").strip()
+    if not target:
+        raise OptionError(
+            f"{where}.streamName", "missing", 'Every entry names its stream: {"streamName": "orders"}.'
+        )
+    return target, entry
+
+
+def parse_streams(opts: Mapping[str, str], default_start: Position) -> tuple[StreamSpec, ...]:
+    """The streams a source reads, from `streamName` or `streams`. Streams named twice are an error."""
+    names = (opts.get("streamName") or "").strip()
+    raw = (opts.get("streams") or "").strip()
+    if names and raw:
+        raise OptionError(
+            "streams",
+            "cannot be combined with streamName",
+            "Name the streams with one of the two: streamName (a comma-separated list) or streams (JSON).",
+        )
+    if not names and not raw:
+        raise OptionError(
+            "streamName",
+            "missing",
+            'Set .option("streamName", "<your stream>") (a comma-separated list for several) or the streams option.',
+        )
+    specs: list[StreamSpec] = []
+    if names:
+        targets = [t.strip() for t in names.split(",")]
+        if any(not t for t in targets):
+            raise OptionError(
+                "streamName", f"'{names}' has an empty name", "Separate stream names with single commas."
+            )
+        specs = [_spec("streamName", t, opts, {}, default_start) for t in targets]
+    else:
+        for index, item in enumerate(_entries(raw)):
+            target, entry = _entry_options(index, item)
+            specs.append(_spec(f"streams[{index}].streamName", target, opts, entry, default_start))
+    seen: set[tuple[str, str | None, str | None, str]] = set()
+    for spec in specs:
+        identity = (spec.aws.region, spec.aws.endpoint_url, spec.aws.role_arn, spec.arn or spec.name)
+        if identity in seen:
+            raise OptionError(
+                "streams" if raw else "streamName", f"names {spec.describe()} twice", "Name each stream once."
+            )
+        seen.add(identity)
+    return tuple(specs)

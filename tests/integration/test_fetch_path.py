@@ -1,0 +1,102 @@
+"""The read path's economy, checked by counting calls at a proxy (behaviour, not timings): a shard's
+read stops at the first response that shows it at the tip, calls on one shard are paced to the
+service's quota, and a running query over an idle stream never makes the driver call GetRecords and
+polls each shard no faster than idlePollIntervalMs."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+
+from pyspark_kinesis.aws.kinesis import KinesisProxy
+from pyspark_kinesis.aws_settings import AwsSettings
+from pyspark_kinesis.fetching import ShardLimits, fetch_shard
+from pyspark_kinesis.local.fault_proxy import FaultProxy
+from pyspark_kinesis.positions import Position
+from pyspark_kinesis.stream_specs import StreamSpec
+from tests.helpers import client, new_stream, put
+from tests.integration.streaming_util import Collector, reader, start_running, wait_for
+
+pytestmark = [pytest.mark.kinesis]
+
+
+def proxy_for(endpoint: str, stream: str) -> KinesisProxy:
+    spec = StreamSpec(stream, AwsSettings("us-east-1", endpoint), arn=f"arn:test:{stream}")
+    return KinesisProxy(spec, agent="reader")
+
+
+def get_records_times(proxy: FaultProxy) -> list[float]:
+    return [t for t, _agent, operation in proxy.call_times if operation == "GetRecords"]
+
+
+def test_a_read_stops_at_the_tip_after_one_call(any_kinesis):
+    kin = client(any_kinesis.endpoint)
+    stream = new_stream(kin, shards=1)
+    put(kin, stream, 0, 40)
+    shard = kin.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    with FaultProxy(any_kinesis.endpoint) as counting:
+        source = proxy_for(counting.endpoint, stream)
+        cols, first = fetch_shard(source, shard, Position.trim_horizon(), ShardLimits(100_000, 1 << 26))
+        assert len(cols) == 40 and not first.at_tip
+        cols, second = fetch_shard(source, shard, first.end, ShardLimits(100_000, 1 << 26))
+        assert len(cols) == 0 and second.at_tip and second.end == first.end
+    # kinesalite reports MillisBehindLatest 0 at once; kinesis-local may need a call to get there.
+    assert len(get_records_times(counting)) <= 3
+
+
+def test_calls_on_one_shard_are_paced_to_the_read_quota(kinesalite):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=1)
+    kin.put_records(
+        StreamName=stream, Records=[{"Data": b"x" * 5000, "PartitionKey": f"k{i}"} for i in range(20)]
+    )
+    shard = kin.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    with FaultProxy(kinesalite.endpoint) as counting:
+        source = proxy_for(counting.endpoint, stream)
+        unpaced = ShardLimits(100, -1, bytes_per_second=0)
+        _cols, end = fetch_shard(source, shard, Position.trim_horizon(), unpaced)
+        for _ in range(3):  # empty reads at the tip: only the 5 calls/s spacing applies
+            fetch_shard(source, shard, end.end, unpaced)
+        calls = get_records_times(counting)
+        assert len(calls) == 4
+        assert all(b - a >= 0.19 for a, b in itertools.pairwise(calls)), calls
+        # 100 KB in one response at 200 KB/s: the next call on that shard waits half a second.
+        paced = ShardLimits(100, -1, bytes_per_second=200_000)
+        cols, _end = fetch_shard(source, shard, Position.trim_horizon(), paced)
+        assert sum(len(d) for d in cols.data) == 100_000
+        fetch_shard(source, shard, end.end, paced)
+        calls = get_records_times(counting)
+        assert calls[-1] - calls[-2] >= 0.45, calls
+
+
+@pytest.mark.spark
+def test_an_idle_stream_is_polled_at_the_idle_rate_and_never_by_the_driver(spark, kinesalite, tmp_path):
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=16)
+    with FaultProxy(kinesalite.endpoint) as counting:
+        df = reader(
+            spark,
+            counting.endpoint,
+            stream,
+            str(tmp_path / "meta"),
+            startingPosition="TRIM_HORIZON",  # kinesalite hangs on AT_TIMESTAMP past its last record
+            idlePollIntervalMs=2000,
+            shardDiscoveryIntervalMs=3000,
+        )
+        sink = Collector()
+        query = start_running(df, str(tmp_path / "cp"), sink, "100 milliseconds")
+        try:
+            wait_for(lambda: len(sink.batches) >= 2, 120, "the first batches", query)  # then count
+            before, started = dict(counting.calls), time.monotonic()
+            time.sleep(8)
+            after, window = dict(counting.calls), time.monotonic() - started
+        finally:
+            query.stop()
+    delta = {key: after.get(key, 0) - before.get(key, 0) for key in after}
+    assert counting.calls.get(("planner", "GetRecords"), 0) == 0, counting.calls
+    assert counting.calls.get(("planner", "GetShardIterator"), 0) == 0, counting.calls
+    reads = delta.get(("reader", "GetRecords"), 0)
+    assert 0 < reads <= 16 * (window / 2.0 + 1), (reads, window)
+    assert delta.get(("planner", "ListShards"), 0) <= window / 3.0 + 1, delta
