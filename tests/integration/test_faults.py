@@ -3,17 +3,13 @@ attempt (before and after recording their batch end), speculative execution, and
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from pyspark_kinesis.datasource import resolve_streams
@@ -22,63 +18,10 @@ from pyspark_kinesis.planning import task_key
 from pyspark_kinesis.positions import Position
 from pyspark_kinesis.reading import ShardSlice, TaskPlan, read_task
 from pyspark_kinesis.store import open_store
+from tests.driver import config, output_rows, run_driver, start_driver
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
-APP = Path(__file__).with_name("driver_app.py")
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def start_driver(cfg: dict, env: dict | None = None) -> subprocess.Popen:
-    full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = str(ROOT)
-    full_env.update(env or {})
-    # Its own session, so the SIGKILL below reaches the driver's JVM and Python workers too.
-    return subprocess.Popen(
-        [sys.executable, str(APP), json.dumps(cfg)],
-        env=full_env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=open(cfg["checkpoint"] + ".log", "ab"),
-    )
-
-
-def run_driver(cfg: dict, env: dict | None = None, timeout_s: float = 240) -> None:
-    process = start_driver(cfg, env)
-    try:
-        code = process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        raise AssertionError(f"driver did not finish within {timeout_s} s") from None
-    log = Path(cfg["checkpoint"] + ".log").read_text(errors="replace")
-    assert code == 0, f"driver exited with {code}:\n{log[-3000:]}"
-
-
-def output_rows(out: Path) -> list[dict]:
-    """Rows of every batch in batch order, then in their order inside the batch."""
-    rows = []
-    folders = sorted(out.glob("batch=*"), key=lambda p: int(p.name.split("=")[1]))
-    for folder in folders:
-        table = pq.read_table(folder).sort_by("pos")
-        rows.extend(table.to_pylist())
-    return rows
-
-
-def config(endpoint: str, stream: str, tmp: Path, **extra) -> dict:
-    cfg = {
-        "options": {
-            "streamName": stream,
-            "region": "us-east-1",
-            "endpointUrl": endpoint,
-            "startingPosition": "TRIM_HORIZON",
-            "metadataPath": str(tmp / "meta"),
-            "maxRecordsPerBatch": "150",
-        },
-        "checkpoint": str(tmp / "cp"),
-        "out": str(tmp / "out"),
-    }
-    cfg.update(extra)
-    return cfg
 
 
 def test_driver_killed_mid_batch_then_restarted(kinesalite, tmp_path):

@@ -218,7 +218,7 @@ def test_reshard_while_the_driver_is_killed(kinesis_local, tmp_path):
     import os
     import signal
 
-    from tests.integration.test_faults import config, output_rows, run_driver, start_driver
+    from tests.driver import config, output_rows, run_driver, start_driver
 
     kin = client(kinesis_local.endpoint)
     stream = new_stream(kin, shards=2)

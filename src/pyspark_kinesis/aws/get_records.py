@@ -35,6 +35,10 @@ class Records:
     def __len__(self) -> int:
         return len(self.seqs)
 
+    def any_starts_with(self, prefix: bytes) -> bool:
+        """Whether some payload starts with `prefix` (a KPL aggregate's magic)."""
+        return any(d.startswith(prefix) for d in self.data)
+
 
 def decode(body: bytes) -> dict[str, Any]:
     """A GetRecords body -> {"Records": Records, "NextShardIterator", "MillisBehindLatest", "ChildShards"}."""

@@ -8,8 +8,11 @@ GetRecords and how often idle shards are polled.
 
 GetRecords faults, each at its own rate (`read_faults`): "throttle" (400 ProvisionedThroughputExceeded),
 "internal" (500 InternalFailure), "unavailable" (503), "expired" (400 ExpiredIteratorException), and
-"reset" (the real response is cut off mid-body and the connection closed). Throttling, 5xx and resets
-are botocore's to retry; an expired iterator is the connector's to re-obtain.
+"reset" (the real response is cut off mid-body and the connection closed). ListShards and
+GetShardIterator faults (`call_faults`): "limit" (400 LimitExceededException), "internal",
+"unavailable". Any call may be held back before it is answered (`delay`), and while the server is
+down (restarted by a chaos run) every call is answered 503. Throttling, 5xx and resets are
+botocore's and the fetch loop's to retry; an expired iterator is the connector's to re-obtain.
 
 It forwards every other call unchanged, except PutRecords: a chosen fraction of the records in each call is
 *not* forwarded, and the response reports them as failed with ProvisionedThroughputExceededException,
@@ -41,7 +44,11 @@ class FaultProxy:
         "internal": (500, "InternalFailure", "Internal failure (injected)"),
         "unavailable": (503, "ServiceUnavailable", "Service unavailable (injected)"),
         "expired": (400, "ExpiredIteratorException", "Iterator expired (injected)"),
+        "limit": (400, "LimitExceededException", "Rate exceeded for stream (injected)"),
     }
+    # Operations `call_faults` apply to (the driver's listing, the executors' iterators); a query's
+    # start-up check (DescribeStreamSummary) and the sink's writes are left alone.
+    CALL_FAULT_OPERATIONS = ("ListShards", "GetShardIterator")
 
     def __init__(
         self,
@@ -49,7 +56,11 @@ class FaultProxy:
         reject_fraction: float = 0.0,
         seed: int = 0,
         read_faults: dict[str, float] | None = None,
+        call_faults: dict[str, float] | None = None,
+        delay: tuple[float, float] = (0.0, 0.0),
     ) -> None:
+        """`read_faults` / `call_faults`: fault kind -> rate, for GetRecords / CALL_FAULT_OPERATIONS;
+        `delay`: (rate, longest delay in seconds) of responses held back before they are sent."""
         parsed = urlparse(target)
         self.target_host, self.target_port = parsed.hostname, parsed.port
         self.reject_fraction = reject_fraction
@@ -58,6 +69,8 @@ class FaultProxy:
         self.rejected = 0
         self.forwarded_records = 0
         self.read_faults = read_faults or {}
+        self.call_faults = call_faults or {}
+        self.delay = delay
         self.injected: dict[str, int] = {}
         self.calls: Counter[tuple[str, str]] = Counter()  # (agent, operation) -> count
         self.call_times: list[tuple[float, str, str]] = []  # (monotonic time, agent, operation)
@@ -70,7 +83,14 @@ class FaultProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 target = self.headers.get("X-Amz-Target", "")
                 proxy.count(self.headers.get("User-Agent", ""), target)
-                fault = proxy.pick_read_fault() if target.endswith(".GetRecords") else None
+                operation = target.rsplit(".", 1)[-1]
+                if operation == "GetRecords":
+                    fault = proxy.pick_fault(proxy.read_faults)
+                elif operation in FaultProxy.CALL_FAULT_OPERATIONS:
+                    fault = proxy.pick_fault(proxy.call_faults)
+                else:
+                    fault = None
+                proxy.maybe_delay()
                 if fault == "reset":
                     status, headers, payload = proxy.forward(self.headers, body)
                     self.send_response(status)
@@ -125,10 +145,21 @@ class FaultProxy:
             self.calls[(agent, operation)] += 1
             self.call_times.append((time.monotonic(), agent, operation))
 
-    def pick_read_fault(self) -> str | None:
+    def maybe_delay(self) -> None:
+        rate, longest = self.delay
+        if rate <= 0:
+            return
+        with self.lock:
+            hold = self.rng.uniform(0, longest) if self.rng.random() < rate else 0.0
+            if hold:
+                self.injected["delay"] = self.injected.get("delay", 0) + 1
+        if hold:
+            time.sleep(hold)
+
+    def pick_fault(self, faults: dict[str, float]) -> str | None:
         with self.lock:
             draw = self.rng.random()
-            for kind, rate in self.read_faults.items():
+            for kind, rate in faults.items():
                 if draw < rate:
                     self.injected[kind] = self.injected.get(kind, 0) + 1
                     return kind
@@ -136,6 +167,8 @@ class FaultProxy:
         return None
 
     def forward(self, headers, body: bytes):
+        """The server's answer; 503 ServiceUnavailable while the server is down (being restarted), as
+        a load balancer in front of Kinesis would answer."""
         connection = http.client.HTTPConnection(self.target_host, self.target_port, timeout=60)
         try:
             send = {
@@ -145,6 +178,11 @@ class FaultProxy:
             connection.request("POST", "/", body=body, headers=send)
             response = connection.getresponse()
             return response.status, response.getheaders(), response.read()
+        except OSError:
+            with self.lock:
+                self.injected["server-down"] = self.injected.get("server-down", 0) + 1
+            payload = json.dumps({"__type": "ServiceUnavailable", "message": "server down"}).encode()
+            return 503, [("Content-Type", "application/x-amz-json-1.1")], payload
         finally:
             connection.close()
 

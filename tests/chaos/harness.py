@@ -1,0 +1,394 @@
+"""One chaos run: a streaming query under injected faults, checked for exactly-once and per-key order.
+
+A run starts a local Kinesis (with persistence, so it can be restarted), a counting fault proxy in
+front of it for the connector, a producer putting numbered records straight into the server, and
+the query in its own driver process (tests/integration/driver_app.py: foreachBatch into per-batch
+Parquet folders, overwritten on replay, so the sink is idempotent). While records flow, a seeded
+schedule injects faults: driver SIGKILLs (at random moments, and exactly between an offset-log
+write and its commit), executor SIGKILLs (local-cluster mode), reshards, and a server restart; the
+proxy throttles, fails, delays, cuts and expires calls at the run's rates; tasks fail on their
+first attempt; speculation may be on. Then the producer stops, a last AvailableNow run drains the
+stream, and the output is compared with what the producer was told was written.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from pyspark_kinesis.local import LocalKinesis
+from pyspark_kinesis.local.fault_proxy import FaultProxy
+from tests.driver import output_rows, run_driver, start_driver
+from tests.helpers import merge, open_shards, split, wait_active
+
+KEYS = 12
+
+
+@dataclass
+class Plan:
+    """What one run does; drawn from a seed so a failing run can be replayed."""
+
+    index: int
+    seed: int
+    kind: str  # kinesis-local | kinesalite
+    master: str
+    seconds: float
+    rate: int  # records put per second
+    shards: int
+    speculation: bool
+    task_fault: str | None  # before-record | after-record | None
+    read_faults: dict[str, float]
+    call_faults: dict[str, float]
+    delay: tuple[float, float]
+    events: list[tuple[float, str]]  # (seconds after start, kind)
+    max_records_per_batch: int
+
+    @staticmethod
+    def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
+        rng = random.Random(seed * 1000 + index)
+        kind = "kinesis-local" if index % 2 == 0 else "kinesalite"
+        cluster = not short and index % 3 == 2
+        events: list[tuple[float, str]] = [
+            (rng.uniform(0.15, 0.35) * seconds, "kill-driver-between-offset-and-commit"),
+            (rng.uniform(0.55, 0.75) * seconds, "kill-driver"),
+        ]
+        events += [
+            (rng.uniform(0.1, 0.9) * seconds, "reshard") for _ in range(1 if short else rng.randint(2, 3))
+        ]
+        if not short and index % 4 != 2:
+            events.append((rng.uniform(0.4, 0.6) * seconds, "restart-server"))
+        if cluster:
+            events += [(rng.uniform(0.2, 0.8) * seconds, "kill-executor") for _ in range(2)]
+        return Plan(
+            index=index,
+            seed=seed,
+            kind="kinesalite" if short else kind,
+            master="local-cluster[2,1,1024]" if cluster else "local[2,8]",  # local mode: 8 task attempts
+            seconds=seconds,
+            rate=40 if kind == "kinesalite" or short else 25,
+            shards=rng.randint(2, 4),
+            speculation=rng.random() < 0.5,
+            task_fault=rng.choice([None, "before-record", "after-record"]) if not short else "after-record",
+            read_faults={
+                "throttle": rng.uniform(0.05, 0.15),
+                "internal": rng.uniform(0.02, 0.05),
+                "unavailable": rng.uniform(0.02, 0.05),
+                "expired": rng.uniform(0.02, 0.05),
+                "reset": rng.uniform(0.01, 0.03),
+            },
+            call_faults={"limit": rng.uniform(0.05, 0.15), "internal": rng.uniform(0.02, 0.05)},
+            delay=(0.05, 0.8),
+            events=sorted(events),
+            max_records_per_batch=rng.choice([50, 150, 400]),
+        )
+
+
+@dataclass
+class Result:
+    plan: Plan
+    faults: Counter[str] = field(default_factory=Counter)
+    put: int = 0
+    read: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    extra: int = 0
+    order_violations: int = 0
+    server_lost: int = 0  # acknowledged records the server does not hold once (not the connector's doing)
+    unplanned_exits: int = 0  # driver processes that ended by themselves with an error
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.lost
+            or self.duplicated
+            or self.extra
+            or self.order_violations
+            or self.server_lost
+            or self.error
+        )
+
+
+class Producer(threading.Thread):
+    """Puts records 'c-<n>' with keys k<n % KEYS> at a steady rate; keeps what Kinesis acknowledged."""
+
+    def __init__(self, endpoint: str, stream: str, rate: int) -> None:
+        super().__init__(daemon=True)
+        self.client = boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
+        self.stream, self.rate = stream, rate
+        self.acknowledged: list[str] = []
+        self.running = threading.Event()
+        self.running.set()
+        self.done = threading.Event()
+        self.next = 0
+
+    def run(self) -> None:
+        chunk = max(1, self.rate // 5)
+        for _tick in range(1_000_000):  # bounded; ended by `done`
+            if self.done.is_set():
+                return
+            if not self.running.is_set():
+                time.sleep(0.05)
+                continue
+            numbers = range(self.next, self.next + chunk)
+            records = [{"Data": f"c-{n}".encode(), "PartitionKey": f"k{n % KEYS}"} for n in numbers]
+            try:
+                response = self.client.put_records(StreamName=self.stream, Records=records)
+            except Exception:
+                time.sleep(0.2)
+                continue
+            if response.get("FailedRecordCount"):
+                # Only a prefix is safe to count: a later record of a key after a failed one would be out
+                # of order. The local servers never reject, so this is a guard, not a path.
+                raise RuntimeError("the local server rejected records")
+            self.acknowledged += [f"c-{n}" for n in numbers]
+            self.next += chunk
+            time.sleep(0.2)
+
+
+def _session_pids(session: int) -> list[tuple[int, str]]:
+    """(pid, command line) of live processes in a session (the driver's, started with its own)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            sid = int(stat.rsplit(")", 1)[1].split()[4])
+            command = (
+                Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            )
+        except (OSError, ValueError, IndexError):
+            continue
+        if sid == session:
+            out.append((int(entry), command))
+    return out
+
+
+class ChaosRun:
+    def __init__(self, plan: Plan, work: Path) -> None:
+        self.plan, self.work = plan, work
+        self.rng = random.Random(plan.seed * 7919 + plan.index)
+        self.result = Result(plan)
+        self.server: LocalKinesis | None = None
+        self.driver: subprocess.Popen[bytes] | None = None
+        self.stream = f"chaos-{plan.index}-{int(time.time())}"
+
+    # -- pieces --------------------------------------------------------------------------------
+    def _start_server(self, port: int | None = None) -> LocalKinesis:
+        server = LocalKinesis(self.plan.kind, port=port, persist_dir=str(self.work / "kinesis-data"))
+        return server.start()
+
+    def _config(self, proxy: FaultProxy) -> dict[str, Any]:
+        conf = {"spark.task.maxFailures": "8"}  # local-cluster mode (local mode takes it from the master)
+        if self.plan.speculation:
+            conf |= {
+                "spark.speculation": "true",
+                "spark.speculation.interval": "100ms",
+                "spark.speculation.quantile": "0.1",
+                "spark.speculation.multiplier": "1.1",
+                "spark.speculation.minTaskRuntime": "10ms",
+            }
+        return {
+            "options": {
+                "streamName": self.stream,
+                "region": "us-east-1",
+                "endpointUrl": proxy.endpoint,
+                "startingPosition": "TRIM_HORIZON",
+                "metadataPath": str(self.work / "meta"),
+                "maxRecordsPerBatch": str(self.plan.max_records_per_batch),
+                "shardDiscoveryIntervalMs": "1000",
+                "maxFetchTimeMs": "3000",
+                "idlePollIntervalMs": "200",
+            },
+            "checkpoint": str(self.work / "cp"),
+            "out": str(self.work / "out"),
+            "master": self.plan.master,
+            "conf": conf,
+            "interval": "300 milliseconds",
+            "timeout_s": self.plan.seconds * 4 + 120,
+        }
+
+    def _env(self) -> dict[str, str]:
+        env = {"PYSPARK_KINESIS_FAULT_LOG": str(self.work / "task-faults.log")}
+        if self.plan.task_fault:
+            env["PYSPARK_KINESIS_FAULT"] = self.plan.task_fault
+        return env
+
+    def _ensure_driver(self, cfg: dict[str, Any]) -> None:
+        if self.driver is not None and self.driver.poll() is not None:
+            if self.driver.returncode != 0:
+                self.result.unplanned_exits += 1
+            self.driver = None
+        if self.driver is None:
+            self.driver = start_driver(cfg, self._env())
+
+    def _kill_driver(self, between_offset_and_commit: bool) -> None:
+        if self.driver is None:
+            return
+        if between_offset_and_commit:
+            offsets, commits = self.work / "cp" / "offsets", self.work / "cp" / "commits"
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                logged = {p.name for p in offsets.glob("[0-9]*")} if offsets.exists() else set()
+                done = {p.name for p in commits.glob("[0-9]*")} if commits.exists() else set()
+                if logged - done:
+                    break
+                time.sleep(0.02)
+        os.killpg(self.driver.pid, signal.SIGKILL)
+        self.driver.wait(timeout=30)
+        self.driver = None
+        self.result.faults["driver SIGKILL"] += 1
+
+    def _kill_executor(self) -> None:
+        if self.driver is None:
+            return
+        executors = [
+            pid for pid, cmd in _session_pids(self.driver.pid) if "CoarseGrainedExecutorBackend" in cmd
+        ]
+        if executors:
+            os.kill(self.rng.choice(executors), signal.SIGKILL)
+            self.result.faults["executor SIGKILL"] += 1
+
+    def _reshard(self, kin: Any) -> None:
+        shards = open_shards(kin, self.stream)
+        choice = self.rng.random()
+        if self.plan.kind == "kinesis-local" and choice < 0.34:
+            target = max(1, min(8, self.rng.choice([len(shards) + 1, len(shards) * 2 - 1, len(shards) - 1])))
+            target = max(target, (len(shards) + 1) // 2)
+            if target != len(shards):
+                kin.update_shard_count(
+                    StreamName=self.stream, TargetShardCount=target, ScalingType="UNIFORM_SCALING"
+                )
+                wait_active(kin, self.stream)
+        elif len(shards) > 1 and choice < 0.67:
+            i = self.rng.randrange(len(shards) - 1)
+            merge(kin, self.stream, shards[i], shards[i + 1])
+        else:
+            split(kin, self.stream, self.rng.choice(shards))
+        self.result.faults["reshard"] += 1
+
+    def _restart_server(self, producer: Producer) -> None:
+        assert self.server is not None
+        producer.running.clear()
+        time.sleep(3)  # kinesis-local snapshots every second: let the last records reach the disk
+        port = self.server.port
+        self.server.stop()
+        time.sleep(self.rng.uniform(0.5, 2.0))  # calls in this window get 503 from the proxy
+        self.server = self._start_server(port)
+        producer.running.set()
+        self.result.faults["server restart"] += 1
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(self) -> Result:
+        started = time.monotonic()
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(parents=True)
+        plan = self.plan
+        try:
+            self.server = self._start_server()
+            endpoint = self.server.endpoint
+            kin = boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
+            kin.create_stream(StreamName=self.stream, ShardCount=plan.shards)
+            wait_active(kin, self.stream)
+            producer = Producer(endpoint, self.stream, plan.rate)
+            with FaultProxy(
+                endpoint,
+                seed=plan.seed + plan.index,
+                read_faults=plan.read_faults,
+                call_faults=plan.call_faults,
+                delay=plan.delay,
+            ) as proxy:
+                cfg = self._config(proxy)
+                producer.start()
+                self._ensure_driver(cfg)
+                begin = time.monotonic()
+                for at, kind in plan.events:
+                    for _wait in range(100_000):  # bounded: the schedule ends within the run's length
+                        if time.monotonic() - begin >= at:
+                            break
+                        self._ensure_driver(cfg)
+                        time.sleep(0.1)
+                    if kind.startswith("kill-driver"):
+                        self._kill_driver(kind.endswith("commit"))
+                    elif kind == "kill-executor":
+                        self._kill_executor()
+                    elif kind == "reshard":
+                        self._reshard(kin)
+                    elif kind == "restart-server":
+                        self._restart_server(producer)
+                    self._ensure_driver(cfg)
+                for _wait in range(100_000):
+                    if time.monotonic() - begin >= plan.seconds:
+                        break
+                    self._ensure_driver(cfg)
+                    time.sleep(0.1)
+                producer.done.set()
+                producer.join(timeout=30)
+                if self.driver is not None:  # the run's end is a crash too
+                    self._kill_driver(False)
+                drain = dict(cfg, trigger="availableNow", timeout_s=600)
+                run_driver(drain, self._env(), timeout_s=660)
+                for kind, count in proxy.injected.items():
+                    self.result.faults[f"proxy {kind}"] += count
+            self._check(producer.acknowledged, kin)
+        except Exception as exc:  # reported in the table: a run that cannot finish is a failed run
+            self.result.error = f"{exc.__class__.__name__}: {exc}"[:300]
+        finally:
+            if self.driver is not None and self.driver.poll() is None:
+                os.killpg(self.driver.pid, signal.SIGKILL)
+            if self.server is not None:
+                self.server.stop()
+        log = self.work / "task-faults.log"
+        if log.exists():
+            self.result.faults["task failure"] += len(log.read_text().splitlines())
+        self.result.seconds = time.monotonic() - started
+        return self.result
+
+    def _check(self, acknowledged: list[str], kin: Any) -> None:
+        """The connector must deliver exactly what the server holds, each copy once, in per-key order;
+        and the server must hold exactly what the producer was told it wrote."""
+        rows = output_rows(self.work / "out")
+        seen = Counter(bytes(r["data"]).decode() for r in rows)
+        truth = Counter(_everything_in(kin, self.stream))
+        result = self.result
+        result.put, result.read = len(acknowledged), sum(seen.values())
+        result.server_lost = len(set(acknowledged) - set(truth)) + sum(c - 1 for c in truth.values() if c > 1)
+        result.lost = sum(max(0, count - seen[p]) for p, count in truth.items())
+        result.duplicated = sum(max(0, count - truth[p]) for p, count in seen.items() if p in truth)
+        result.extra = sum(count for p, count in seen.items() if p not in truth)
+        last: dict[str, int] = {}
+        for row in rows:
+            key, number = row["partitionKey"], int(bytes(row["data"]).decode().split("-")[1])
+            if key in last and number <= last[key]:
+                result.order_violations += 1
+            last[key] = max(number, last.get(key, -1))
+
+
+def _everything_in(kin: Any, stream: str) -> list[str]:
+    """Every record the server holds in the stream (closed shards included): the ground truth."""
+    out = []
+    shards = kin.list_shards(StreamName=stream)["Shards"]
+    for shard in shards:
+        iterator = kin.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        for _call in range(10_000):
+            response = kin.get_records(ShardIterator=iterator, Limit=10_000)
+            out += [r["Data"].decode() for r in response["Records"]]
+            iterator = response.get("NextShardIterator")
+            if iterator is None or (not response["Records"] and response.get("MillisBehindLatest", 0) == 0):
+                break
+    return out

@@ -1,0 +1,27 @@
+"""The chaos suite's smoke run, part of the default tests: one short run with every kind of fault a
+single local[2] query on kinesalite can take (proxy faults, a driver SIGKILL at a random moment and
+one between an offset-log write and its commit, first-attempt task failures, a reshard)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chaos.harness import ChaosRun, Plan
+
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+
+
+def test_a_short_chaos_run_loses_and_repeats_nothing(tmp_path):
+    plan = Plan.draw(index=1, seed=2026, seconds=20, short=True)
+    result = ChaosRun(plan, tmp_path / "run").run()
+    assert not result.error, result.error
+    assert result.faults["driver SIGKILL"] >= 2 and result.faults["reshard"] >= 1
+    assert sum(v for k, v in result.faults.items() if k.startswith("proxy")) >= 5, result.faults
+    assert result.put > 100 and result.read >= result.put
+    assert (result.lost, result.duplicated, result.extra, result.order_violations, result.server_lost) == (
+        0,
+        0,
+        0,
+        0,
+        0,
+    ), result

@@ -1,0 +1,95 @@
+"""Fuzzing the options (hypothesis): whatever a user writes, parsing ends in a valid config or in one
+OptionError that names an option, never another exception (a raw stack trace through Py4J) or a
+hang, and never echoes a secret value."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pyspark_kinesis.errors import OptionError
+from pyspark_kinesis.options import KNOWN_OPTIONS, SourceConfig, parse_options
+from pyspark_kinesis.sink_options import SINK_OPTIONS, SinkConfig, parse_sink_options
+from pyspark_kinesis.stream_specs import ENTRY_KEYS
+
+SECRET_KEYS = ("awsSecretKey", "sessionToken", "externalId")
+values = st.one_of(
+    st.text(max_size=40),
+    st.integers(-(10**12), 10**12).map(str),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "LATEST",
+            "trim_horizon",
+            "AT_TIMESTAMP:2026-01-01T00:00:00Z",
+            "AT_TIMESTAMP:",
+            "true",
+            "maybe",
+            "http://127.0.0.1:1",
+            "arn:aws:kinesis:us-east-1:123456789012:stream/s",
+            "arn:aws:iam::123456789012:role/r",
+            "arn:aws:kinesis:x",
+            "-1",
+            "0",
+            "1e9",
+            "balanced",
+            "no.such:fn",
+            "a,b",
+            ",",
+        ]
+    ),
+)
+keys = st.one_of(
+    st.sampled_from(sorted(KNOWN_OPTIONS)).map(lambda k: k if len(k) % 2 else k.lower()),
+    st.text(min_size=1, max_size=15),
+)
+entry = st.one_of(
+    values,
+    st.dictionaries(
+        st.one_of(st.sampled_from(ENTRY_KEYS), st.text(max_size=10)),
+        st.one_of(values, st.integers()),
+        max_size=5,
+    ),
+    st.integers(),
+    st.none(),
+)
+streams_json = st.one_of(st.lists(entry, max_size=4).map(json.dumps), st.text(max_size=30))
+
+
+def check(parse, options: dict[str, str], ok_type: type) -> None:
+    try:
+        config = parse(options)
+    except OptionError as exc:
+        message = str(exc)
+        assert message.startswith("Kinesis option '") and len(message) < 2000
+        for name in SECRET_KEYS:
+            secret = options.get(name, "")
+            if len(secret) >= 8:
+                assert secret not in message, f"{name} leaked into: {message}"
+        return
+    assert isinstance(config, ok_type)
+    for name in SECRET_KEYS:
+        secret = options.get(name, "")
+        if len(secret) >= 8:
+            assert secret not in repr(config)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(keys, values, max_size=8), st.booleans(), st.one_of(st.none(), streams_json))
+def test_source_options_end_in_a_config_or_a_clear_error(options, streaming, streams):
+    if streams is not None:
+        options = dict(options, streams=streams)
+    check(lambda o: parse_options(o, streaming=streaming), options, SourceConfig)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.one_of(st.sampled_from(sorted(SINK_OPTIONS)), st.text(min_size=1, max_size=15)), values, max_size=8
+    )
+)
+def test_sink_options_end_in_a_config_or_a_clear_error(options):
+    check(parse_sink_options, options, SinkConfig)
