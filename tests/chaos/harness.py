@@ -253,11 +253,15 @@ class ChaosRun:
         self.result.faults["driver SIGKILL"] += 1
 
     def _kill_executor(self) -> None:
-        if self.driver is None:
-            return
-        executors = [
-            pid for pid, cmd in _session_pids(self.driver.pid) if "CoarseGrainedExecutorBackend" in cmd
-        ]
+        executors: list[int] = []
+        for _wait in range(300):  # up to 30 s: after a driver restart the executors take a while to start
+            if self.driver is None:
+                return
+            session = self.driver.pid
+            executors = [pid for pid, cmd in _session_pids(session) if "CoarseGrainedExecutorBackend" in cmd]
+            if executors:
+                break
+            time.sleep(0.1)
         if executors:
             os.kill(self.rng.choice(executors), signal.SIGKILL)
             self.result.faults["executor SIGKILL"] += 1

@@ -11,7 +11,6 @@ import base64
 import os
 import platform
 import statistics
-import sys
 import threading
 import time
 import uuid
@@ -22,6 +21,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from .local_setup import create_stream, environment, put_all, spark_session
+
 SIZES = (100, 1000, 10_000)
 
 
@@ -30,15 +31,6 @@ def machine() -> str:
         f"{date.today().isoformat()}, {os.cpu_count()}-core {platform.machine()}, Python "
         f"{platform.python_version()}"
     )
-
-
-def _environment() -> None:
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "000000000000")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def _best(fn: Callable[[], Any], repeat: int) -> float:
@@ -166,25 +158,8 @@ def _kinesis(endpoint: str) -> Any:
 
 
 def _fill(client: Any, shards: int, records: int, size: int) -> str:
-    stream = f"bench-{uuid.uuid4().hex[:8]}"
-    client.create_stream(StreamName=stream, ShardCount=shards)
-    client.get_waiter("stream_exists").wait(
-        StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100}
-    )
-    payload = os.urandom(size // 2).hex().encode()[:size]
-    batches = [range(i, min(i + 500, records)) for i in range(0, records, 500)]
-
-    def send(batch: range) -> None:
-        entries = [{"Data": payload, "PartitionKey": f"k{n}"} for n in batch]
-        for _attempt in range(50):
-            result = client.put_records(StreamName=stream, Records=entries)
-            if not result.get("FailedRecordCount"):
-                return
-            entries = [e for e, r in zip(entries, result["Records"], strict=True) if "ErrorCode" in r]
-        raise RuntimeError("the local server kept rejecting records")
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(send, batches))
+    stream = create_stream(client, shards)
+    put_all(client, stream, [os.urandom(size // 2).hex().encode()[:size]] * records, 8)
     return stream
 
 
@@ -213,40 +188,29 @@ def _loop_read(client: Any, stream: str, expected: int) -> float:
     return seconds
 
 
-def _spark(master: str = "local[2]") -> Any:
-    from pyspark.sql import SparkSession
-
-    import pyspark_kinesis
-
-    spark = (
-        SparkSession.builder.master(master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    pyspark_kinesis.register(spark)
-    return spark
-
-
-def _connector_read(spark: Any, endpoint: str, stream: str, work: Path) -> tuple[float, int]:
-    """The connector: Trigger.AvailableNow into the noop sink, start to finish."""
-    tag = uuid.uuid4().hex[:8]
-    df = (
+def _source(spark: Any, endpoint: str, stream: str, work: Path, **options: str) -> Any:
+    """A streaming read from TRIM_HORIZON with its own metadataPath under `work`."""
+    reader = (
         spark.readStream.format("kinesis")
         .option("streamName", stream)
         .option("region", "us-east-1")
         .option("endpointUrl", endpoint)
         .option("startingPosition", "TRIM_HORIZON")
-        .option("shardReadBytesPerSecond", "0")  # local servers have no read quota; neither has the loop
-        .option("metadataPath", str(work / f"meta-{tag}"))
-        .load()
+        .option("metadataPath", str(work / f"meta-{uuid.uuid4().hex[:8]}"))
     )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _connector_read(spark: Any, endpoint: str, stream: str, work: Path) -> tuple[float, int]:
+    """The connector: Trigger.AvailableNow into the noop sink, start to finish."""
+    # Local servers have no read quota; neither has the loop.
+    df = _source(spark, endpoint, stream, work, shardReadBytesPerSecond="0")
     start = time.perf_counter()
     query = (
         df.writeStream.format("noop")
-        .option("checkpointLocation", str(work / f"cp-{tag}"))
+        .option("checkpointLocation", str(work / f"cp-{uuid.uuid4().hex[:8]}"))
         .trigger(availableNow=True)
         .start()
     )
@@ -260,13 +224,13 @@ def _connector_read(spark: Any, endpoint: str, stream: str, work: Path) -> tuple
 
 
 def run_throughput(shard_counts: list[int], records: int, size: int, work: Path) -> list[ThroughputRow]:
-    _environment()
+    environment()
     from ..local import LocalKinesis
 
     rows = []
     with LocalKinesis("kinesalite") as server:
         client = _kinesis(server.endpoint)
-        spark = _spark()
+        spark = spark_session()
         warm = _fill(client, 1, 100, size)  # start Spark's Python workers before timing anything
         _connector_read(spark, server.endpoint, warm, work)
         for shards in shard_counts:
@@ -331,33 +295,23 @@ def plot_throughput(rows: list[ThroughputRow], path: str) -> None:
 def run_latency(rate: int, seconds: int, shards: int, work: Path, kind: str = "kinesalite") -> list[float]:
     """Records put at `rate`/s for `seconds` while a default-trigger query runs; each record's delay
     from just before its put to when the foreachBatch call that receives it has its rows."""
-    _environment()
+    environment()
     from ..local import LocalKinesis
 
     delays: list[float] = []
     with LocalKinesis(kind) as server:
         client = _kinesis(server.endpoint)
         stream = _fill(client, shards, 0, 10)
-        spark = _spark()
+        spark = spark_session()
 
         def collect(df: Any, _batch: int) -> None:
             rows = df.select("data").collect()  # the batch is read here: its rows exist from now on
             now = time.time()
             delays.extend(now - float(bytes(row["data"]).decode()) for row in rows)
 
-        tag = uuid.uuid4().hex[:8]
-        df = (
-            spark.readStream.format("kinesis")
-            .option("streamName", stream)
-            .option("region", "us-east-1")
-            .option("endpointUrl", server.endpoint)
-            .option("startingPosition", "TRIM_HORIZON")
-            .option("metadataPath", str(work / f"meta-{tag}"))
-            .load()
-        )
-        query = (
-            df.writeStream.foreachBatch(collect).option("checkpointLocation", str(work / f"cp-{tag}")).start()
-        )
+        df = _source(spark, server.endpoint, stream, work)
+        checkpoint = str(work / f"cp-{uuid.uuid4().hex[:8]}")
+        query = df.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint).start()
         stop = threading.Event()
         put = [0]
 
@@ -418,26 +372,17 @@ def run_api(
     shards: int, seconds: int, work: Path, idle_ms: int = 500
 ) -> tuple[dict[tuple[str, str], int], float]:
     """Calls per (agent, operation) at a counting proxy while a default-trigger query reads an idle stream."""
-    _environment()
+    environment()
     from ..local import LocalKinesis
     from ..local.fault_proxy import FaultProxy
 
     with LocalKinesis("kinesalite") as server, FaultProxy(server.endpoint) as proxy:
         client = _kinesis(server.endpoint)
         stream = _fill(client, shards, 0, 10)
-        spark = _spark()
-        tag = uuid.uuid4().hex[:8]
-        df = (
-            spark.readStream.format("kinesis")
-            .option("streamName", stream)
-            .option("region", "us-east-1")
-            .option("endpointUrl", proxy.endpoint)
-            .option("startingPosition", "TRIM_HORIZON")
-            .option("idlePollIntervalMs", str(idle_ms))
-            .option("metadataPath", str(work / f"meta-{tag}"))
-            .load()
-        )
-        query = df.writeStream.format("noop").option("checkpointLocation", str(work / f"cp-{tag}")).start()
+        spark = spark_session()
+        df = _source(spark, proxy.endpoint, stream, work, idlePollIntervalMs=str(idle_ms))
+        checkpoint = str(work / f"cp-{uuid.uuid4().hex[:8]}")
+        query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
         time.sleep(15)  # start-up and the first batches
         before, start = dict(proxy.calls), time.monotonic()
         time.sleep(seconds)

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 import time
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 
 import boto3
+
+from .local_setup import create_stream, environment, put_all, spark_session
 
 
 @dataclass
@@ -33,39 +32,10 @@ class Result:
         return self.records / self.seconds, self.records * size / self.seconds / 1e6
 
 
-def _stream(client, shards: int) -> str:
-    name = f"bench-{uuid.uuid4().hex[:8]}"
-    client.create_stream(StreamName=name, ShardCount=shards)
-    client.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
-    return name
-
-
-def _loop(client, stream: str, payloads: list[bytes], concurrency: int) -> None:
-    calls = [payloads[i : i + 500] for i in range(0, len(payloads), 500)]
-
-    def send(chunk: list[bytes]) -> None:
-        records = [{"Data": d, "PartitionKey": str(i)} for i, d in enumerate(chunk)]
-        for _attempt in range(100):
-            response = client.put_records(StreamName=stream, Records=records)
-            if not response.get("FailedRecordCount"):
-                return
-            records = [r for r, out in zip(records, response["Records"], strict=True) if "ErrorCode" in out]
-        raise RuntimeError("records kept failing")
-
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(send, calls))
-
-
 def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> list[Result]:
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "000000000000")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
-    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    environment()
     from botocore.config import Config
-    from pyspark.sql import SparkSession
 
-    import pyspark_kinesis
     from pyspark_kinesis.local import LocalKinesis
     from pyspark_kinesis.producing import Entry, Producer
     from pyspark_kinesis.sink_options import parse_sink_options
@@ -85,31 +55,23 @@ def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> 
             "endpointUrl": server.endpoint,
             "maxConcurrentRequests": str(concurrency),
         }
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        pyspark_kinesis.register(spark)
+        spark = spark_session()
         df = spark.range(records, numPartitions=1).selectExpr(
             f"repeat('x', {size}) AS data", "cast(id AS string) AS partitionKey"
         )
         df = df.cache()
         df.count()
         # Warm up Spark's Python workers once, so the timed runs measure writing.
-        df.limit(100).write.format("kinesis").options(**options, streamName=_stream(client, 1)).mode(
+        df.limit(100).write.format("kinesis").options(**options, streamName=create_stream(client, 1)).mode(
             "append"
         ).save()
         for _ in range(repeat):
-            stream = _stream(client, shards)
+            stream = create_stream(client, shards)
             start = time.perf_counter()
-            _loop(client, stream, payloads, concurrency)
+            put_all(client, stream, payloads, concurrency)
             results.append(Result("loop", records, time.perf_counter() - start))
 
-            stream = _stream(client, shards)
+            stream = create_stream(client, shards)
             config = parse_sink_options(dict(options, streamName=stream))
             start = time.perf_counter()
             producer = Producer(config)
@@ -119,7 +81,7 @@ def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> 
             producer.close()
             results.append(Result("producer", records, time.perf_counter() - start))
 
-            stream = _stream(client, shards)
+            stream = create_stream(client, shards)
             start = time.perf_counter()
             df.write.format("kinesis").options(**options, streamName=stream).mode("append").save()
             results.append(Result("spark", records, time.perf_counter() - start))

@@ -157,6 +157,8 @@ class FaultProxy:
             time.sleep(hold)
 
     def pick_fault(self, faults: dict[str, float]) -> str | None:
+        if not faults:
+            return None  # no draw: a proxy's fault sequence depends only on the calls that can fault
         with self.lock:
             draw = self.rng.random()
             for kind, rate in faults.items():
