@@ -81,6 +81,7 @@ class Planner:
         self.store = store
         self._proxy_factory = proxy_factory
         self._streams: dict[str, _Stream] = {}
+        self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
         self.clock = clock
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow
         self._ends_cache: tuple[int, dict[ShardRef, ShardEnd]] | None = None
@@ -127,7 +128,7 @@ class Planner:
 
     # -- checks that the checkpoint and the records belong together ------------------------------
     def check_offset(self, offset: SourceOffset) -> None:
-        configured = {spec.key for spec in self.config.streams}
+        configured = set(self._configured)
         if offset.streams and not configured & set(offset.streams):
             raise CheckpointMismatchError(
                 f"The checkpoint was written for Kinesis stream(s) {', '.join(sorted(offset.streams))}, but "
@@ -159,11 +160,10 @@ class Planner:
         if self._ends_cache is not None and self._ends_cache[0] == offset.batch:
             return self._ends_cache[1]
         ends: dict[ShardRef, ShardEnd] = {}
-        configured = {spec.key for spec in self.config.streams}
         for task, all_refs in offset.tasks().items():
             # Shards of streams removed from the options were not read when the batch ran after the
             # restart (see KinesisStreamReader.partitions): they have no end to find.
-            refs = [ref for ref in all_refs if ref[0] in configured]
+            refs = [ref for ref in all_refs if ref[0] in self._configured]
             if not refs:
                 continue
             raw = self.store.get(task_key(offset.token, offset.batch, task))
@@ -221,13 +221,12 @@ class Planner:
     def _follow_options(self, streams: dict[str, dict[str, ShardState]]) -> dict[str, dict[str, ShardState]]:
         """Streams added to the options since the checkpoint start at their starting position; streams
         removed from them leave the offset (and are not read again)."""
-        configured = [spec.key for spec in self.config.streams]
-        out = {key: states for key, states in streams.items() if key in configured}
-        for key in sorted(set(streams) - set(configured)):
+        out = {key: states for key, states in streams.items() if key in self._configured}
+        for key in sorted(set(streams) - set(self._configured)):
             log.warning(
                 "Kinesis stream %s is no longer in the options: dropped from the query's offsets", key
             )
-        for key in configured:
+        for key in self._configured:
             if key not in out:
                 out[key] = self._initial_states(key)
                 log.info("Kinesis stream %s was added to the options: read from its starting position", key)

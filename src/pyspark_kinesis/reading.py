@@ -39,6 +39,10 @@ class ShardSlice:
     max_records: int
     max_bytes: int
 
+    @property
+    def ref(self) -> ShardRef:
+        return (self.stream, self.shard_id)
+
 
 @dataclass(frozen=True)
 class TaskPlan:
@@ -76,22 +80,22 @@ def _fetch_all(
             deadline=deadline,
             bytes_per_second=config.shard_read_bytes_per_second,
         )
-        target = None if until is None else until[(piece.stream, piece.shard_id)]
+        target = None if until is None else until[piece.ref]
         return fetch_shard(
             proxies[piece.stream], piece.shard_id, piece.start, limits, target, config.fail_on_data_loss
         )
 
     if len(plan.shards) == 1:
         piece = plan.shards[0]
-        return {(piece.stream, piece.shard_id): one(piece)}
+        return {piece.ref: one(piece)}
     with ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(plan.shards))) as pool:
         results = list(pool.map(one, plan.shards))
-    return {(p.stream, p.shard_id): result for p, result in zip(plan.shards, results, strict=True)}
+    return {p.ref: result for p, result in zip(plan.shards, results, strict=True)}
 
 
 def _check_record(record: TaskEnd, plan: TaskPlan, config: SourceConfig) -> None:
     for piece in plan.shards:
-        end = record.shards.get((piece.stream, piece.shard_id))
+        end = record.shards.get(piece.ref)
         if end is None or end.start != piece.start:
             raise CheckpointMismatchError(
                 f"The batch-end record of batch {plan.batch}, task {plan.task} under metadataPath "
@@ -120,18 +124,12 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
         if not store.put_if_absent(key, orjson.dumps(mine.to_json())):
             winner = TaskEnd.from_json(orjson.loads(store.get(key) or b"{}"))
             _check_record(winner, plan, config)
-            differs = {
-                (p.stream, p.shard_id)
-                for p in plan.shards
-                if winner.shards[(p.stream, p.shard_id)].end != mine.shards[(p.stream, p.shard_id)].end
-            }
+            differs = {p.ref for p in plan.shards if winner.shards[p.ref].end != mine.shards[p.ref].end}
             if differs:
-                redo = replace(
-                    plan, shards=tuple(p for p in plan.shards if (p.stream, p.shard_id) in differs)
-                )
+                redo = replace(plan, shards=tuple(p for p in plan.shards if p.ref in differs))
                 results.update(_fetch_all(config, redo, {ref: winner.shards[ref].end for ref in differs}))
         faults.maybe_fail("after-record")
     for piece in plan.shards:
-        cols, _end = results[(piece.stream, piece.shard_id)]
+        cols, _end = results[piece.ref]
         if len(cols):
             yield cols.to_arrow()
