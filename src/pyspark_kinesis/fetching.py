@@ -82,6 +82,41 @@ class Pacer:
 PACER = Pacer()
 
 
+class IteratorCache:
+    """Shard iterators left over by the last read of a shard in this process, by where they point.
+
+    Kinesis iterators are plain tokens valid for 5 minutes, and `NextShardIterator` points exactly
+    after the response it came with. When a read took a whole response, that iterator continues from
+    the read's end position, so the next batch of the same shard in this Python worker (workers are
+    reused) can start there without a GetShardIterator call: one call fewer per shard per batch, and
+    GetShardIterator has its own 5 calls/s quota. A stale or foreign iterator only costs the
+    ExpiredIteratorException path, which obtains a fresh one.
+    """
+
+    MAX_AGE_S = 240.0
+    MAX_ENTRIES = 10_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, str, Position], tuple[str, float]] = {}
+
+    def take(self, stream: str, shard: str, position: Position) -> str | None:
+        with self._lock:
+            found = self._entries.pop((stream, shard, position), None)
+        if found is None or time.monotonic() - found[1] > self.MAX_AGE_S:
+            return None
+        return found[0]
+
+    def put(self, stream: str, shard: str, position: Position, iterator: str, obtained: float) -> None:
+        with self._lock:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[(stream, shard, position)] = (iterator, obtained)
+
+
+ITERATORS = IteratorCache()
+
+
 @dataclass
 class ShardLimits:
     max_records: int  # -1: unbounded (replay)
@@ -288,7 +323,9 @@ def fetch_shard(
     if start.is_end or (until is not None and until == start):
         return read.cols, ShardEnd(start=start, end=start)
     key = (proxy.spec.key, shard)
-    iterator: str | None = None
+    # A cached iterator points exactly at `start`, which then is no INSIDE position (nothing to skip).
+    iterator = ITERATORS.take(key[0], shard, start) if start.kind != INSIDE else None
+    obtained = time.monotonic()
     skip_from = start  # the position the current iterator was obtained from (its skips apply)
     at_tip = closed = False
     children: tuple[str, ...] = ()
@@ -303,6 +340,7 @@ def fetch_shard(
             if iterator is None:
                 skip_from = read.resume
                 iterator = proxy.shard_iterator(shard, skip_from)
+                obtained = time.monotonic()
             want = MAX_GET_RECORDS
             if until is None and limits.max_records > 0:
                 want = max(1, min(MAX_GET_RECORDS, limits.max_records - len(read.cols)))
@@ -331,7 +369,7 @@ def fetch_shard(
         read.take(records, skip_from)
         if read.stop:
             break
-        iterator = response.get("NextShardIterator")
+        iterator, obtained = response.get("NextShardIterator"), time.monotonic()
         behind = int(response.get("MillisBehindLatest", -1))
         if iterator is None:
             closed = True
@@ -343,6 +381,10 @@ def fetch_shard(
         if behind == 0 and len(records) < want and (until is None or not records):
             at_tip = until is None and not records
             break
+    if until is None and iterator is not None and not read.stop and not closed and read.resume.kind != INSIDE:
+        # The read ended between responses (at the tip, or out of time): `iterator` continues from
+        # exactly where this batch ends.
+        ITERATORS.put(key[0], shard, read.resume, iterator, obtained)
     if until is not None:
         if (until.kind == END and not closed) or (until.kind != END and not read.done_until):
             _lost(fail_on_data_loss, proxy, shard, start, until)

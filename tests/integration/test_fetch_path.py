@@ -44,6 +44,8 @@ def test_a_read_stops_at_the_tip_after_one_call(any_kinesis):
         assert len(cols) == 0 and second.at_tip and second.end == first.end
     # kinesalite reports MillisBehindLatest 0 at once; kinesis-local may need a call to get there.
     assert len(get_records_times(counting)) <= 3
+    # The second read continued with the iterator the first one ended with: no GetShardIterator.
+    assert counting.calls[("reader", "GetShardIterator")] == 1, counting.calls
 
 
 def test_calls_on_one_shard_are_paced_to_the_read_quota(kinesalite):
