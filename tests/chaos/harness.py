@@ -166,7 +166,7 @@ def _session_pids(session: int) -> list[tuple[int, str]]:
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
-            sid = int(stat.rsplit(")", 1)[1].split()[4])
+            sid = int(stat.rsplit(")", 1)[1].split()[3])  # after the name: state ppid pgrp session
             command = (
                 Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             )

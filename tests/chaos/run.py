@@ -81,6 +81,8 @@ def main(
             plan = Plan.draw(index, seed, seconds)
             result = ChaosRun(plan, Path(work) / f"run-{index}").run()
             results.append(result)
+            if write:  # after every run, so a long suite that is cut short still leaves its table
+                Path(write).write_text(markdown(results, seed, seconds))
             console.print(
                 f"run {index} ({plan.kind}, {plan.master}): {sum(result.faults.values())} faults "
                 f"{dict(result.faults)}; put {result.put}, read {result.read}, lost {result.lost}, duplicated "
