@@ -169,14 +169,9 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not kept:
                 continue
             slices = tuple(
-                ShardSlice(
-                    stream,
-                    sid,
-                    offset.state((stream, sid)).position,
-                    offset.state((stream, sid)).max_records,
-                    offset.state((stream, sid)).max_bytes,
-                )
+                ShardSlice(stream, sid, state.position, state.max_records, state.max_bytes, state.closed)
                 for stream, sid in kept
+                for state in (offset.state((stream, sid)),)
             )
             plans.append(
                 KinesisPartition(TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms))
@@ -200,18 +195,19 @@ class KinesisBatchReader(DataSourceReader):
         ending = config.ending_position
         self.cutoff_ms = now_ms() if ending.kind == LATEST else int(ending.ts_ms or 0)
         self.starts: dict[str, Position] = {}
-        self.shards: list[tuple[str, str]] = []
+        self.shards: list[tuple[str, str, bool]] = []  # (stream, shard, closed)
         for spec in self.config.streams:
             start = spec.starting_position
             self.starts[spec.key] = Position.at_timestamp(now_ms()) if start.kind == LATEST else start
-            self.shards += [(spec.key, s.shard_id) for s in KinesisProxy(spec, agent="planner").list_shards()]
+            listed = KinesisProxy(spec, agent="planner").list_shards()
+            self.shards += [(spec.key, s.shard_id, s.closed) for s in listed]
 
     def partitions(self) -> list[InputPartition]:
         return [KinesisPartition(ref) for ref in self.shards]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         config = self.config
-        key, shard = partition.plan
+        key, shard, closed = partition.plan
         spec = config.stream(key)
         assert spec is not None
         proxy = KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)
@@ -223,6 +219,7 @@ class KinesisBatchReader(DataSourceReader):
                 self.cutoff_ms,
                 deadline=time.monotonic() + config.max_fetch_time_ms / 1000.0,
                 bytes_per_second=config.shard_read_bytes_per_second,
+                closed=closed,
             )
             cols, end = fetch_shard(proxy, shard, position, limits)
             if len(cols):

@@ -53,6 +53,7 @@ class ShardState:
     max_bytes: int = -1
     idle: bool = False  # the last read found it at the tip with nothing new
     polled_ms: int = 0  # when it was last read (driver clock), for the idle poll interval
+    closed: bool = False  # ListShards gave it an ending sequence number: its end is yet to be read
 
     @property
     def finished(self) -> bool:
@@ -67,6 +68,7 @@ class ShardState:
             "byt": self.max_bytes,
             "idle": self.idle,
             "polled": self.polled_ms,
+            "closed": self.closed,
         }
 
     @staticmethod
@@ -79,6 +81,7 @@ class ShardState:
             max_bytes=int(data.get("byt", -1)),
             idle=bool(data.get("idle", False)),
             polled_ms=int(data.get("polled", 0)),
+            closed=bool(data.get("closed", False)),
         )
 
 

@@ -299,11 +299,13 @@ class Planner:
             return start
         for ref, task in self._assign(to_read).items():
             key, sid = ref
+            info = self._stream(key).infos.get(sid)
             streams[key][sid] = replace(
                 streams[key][sid],
                 task=task,
                 max_records=budgets_rows.get(ref, -1),
                 max_bytes=budgets_bytes.get(ref, -1),
+                closed=streams[key][sid].closed or (info is not None and info.closed),
             )
         return SourceOffset(
             token=start.token, batch=start.batch + 1, streams=streams, cutoff_ms=self.cutoff_ms

@@ -38,6 +38,7 @@ class ShardSlice:
     start: Position
     max_records: int
     max_bytes: int
+    closed: bool = False  # known to be closed: read on through empty responses to its end
 
     @property
     def ref(self) -> ShardRef:
@@ -79,6 +80,7 @@ def _fetch_all(
             cutoff_ms=plan.cutoff_ms,
             deadline=deadline,
             bytes_per_second=config.shard_read_bytes_per_second,
+            closed=piece.closed,
         )
         target = None if until is None else until[piece.ref]
         return fetch_shard(

@@ -102,3 +102,30 @@ def test_an_idle_stream_is_polled_at_the_idle_rate_and_never_by_the_driver(spark
     reads = delta.get(("reader", "GetRecords"), 0)
     assert 0 < reads <= 16 * (window / 2.0 + 1), (reads, window)
     assert delta.get(("planner", "ListShards"), 0) <= window / 3.0 + 1, delta
+
+
+def test_a_closed_shard_is_read_to_its_end_through_empty_responses(kinesalite):
+    """kinesalite may end a closed shard only on the second empty read after its last record; a read that
+    stopped at the first one would leave the shard open forever and its children waiting (found by
+    the chaos suite: an AvailableNow run ended with the children of such a shard unread)."""
+    from pyspark_kinesis import fetching
+    from tests.helpers import split
+
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=1)
+    put(kin, stream, 0, 20)
+    parent = kin.list_shards(StreamName=stream)["Shards"][0]
+    time.sleep(2.0)  # kinesalite: a shard closed over 1 s after its last record ends on a second empty read
+    split(kin, stream, parent)
+    source = proxy_for(kinesalite.endpoint, stream)
+    limits = ShardLimits(100, -1, bytes_per_second=0, closed=True)
+    cols, first = fetch_shard(source, parent["ShardId"], Position.trim_horizon(), limits)
+    assert len(cols) == 20
+    # The next batch continues with the iterator the first read ended with (kinesalite: its clock is
+    # the last record's), and its first response is empty though the shard is closed.
+    cols, second = fetch_shard(source, parent["ShardId"], first.end, limits)
+    assert len(cols) == 0 and second.end.is_end and not second.at_tip
+    # A replay of that batch reaches the recorded end (the shard's end) the same way.
+    fetching.ITERATORS = fetching.IteratorCache()
+    cols, replay = fetch_shard(source, parent["ShardId"], first.end, limits, until=second.end)
+    assert len(cols) == 0 and replay.end.is_end

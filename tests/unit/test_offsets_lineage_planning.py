@@ -18,7 +18,7 @@ def test_offset_round_trip_keeps_tasks():
         streams={
             "arn:s": {
                 "b": ShardState(Position.after("9"), parents=("a",), task=1, max_records=10),
-                "a": ShardState(Position.shard_end()),
+                "a": ShardState(Position.shard_end(), closed=True),
                 "c": ShardState(Position.trim_horizon(), task=0),
             },
             "arn:r": {"c": ShardState(Position.trim_horizon(), task=1)},
