@@ -17,6 +17,7 @@ allow (first attempt) or exactly up to a recorded end (replay), into Arrow-ready
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import random
 import threading
@@ -155,23 +156,33 @@ class Columns:
         return pa.RecordBatch.from_arrays(
             [
                 binary_array(self.data),
-                pa.array([self.stream] * n, pa.string()),
-                pa.array([self.shard] * n, pa.string()),
+                _repeat(self.stream, n),
+                _repeat(self.shard, n),
                 pa.array(self.keys, pa.string()),
                 pa.array(self.seqs, pa.string()),
                 pa.array(self.subs, pa.int64()),
                 micros.cast(pa.timestamp("us", tz="UTC")),
-                pa.array([self.arn] * n, pa.string()),
+                _repeat(self.arn, n),
             ],
             schema=ARROW_SCHEMA,
         )
 
 
+def _repeat(value: str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, pa.string()), n)
+
+
+# Below this mean payload size pa.array's own conversion beats joining (measured: 4x faster at 100 B,
+# even at 1 KB, 2x slower at 10 KB, where the join's single copy wins).
+_JOIN_FROM_MEAN_BYTES = 1024
+
+
 def binary_array(values: list[bytes]) -> pa.Array:
-    """An Arrow binary array from one joined buffer and its offsets: half the cost of pa.array(values)
-    for payload-sized values. Past int32 offsets (2 GiB) pa.array's own chunking takes over."""
+    """An Arrow binary array. Payload-sized values are joined into one buffer with computed offsets
+    (half the cost of pa.array); small ones, where the offsets' per-value Python work dominates, go
+    through pa.array. Past int32 offsets (2 GiB) pa.array's own chunking takes over."""
     total = sum(map(len, values))
-    if total >= 2**31:
+    if total >= 2**31 or total < _JOIN_FROM_MEAN_BYTES * len(values):
         return pa.array(values, pa.binary())
     offsets = array("i", itertools.accumulate(map(len, values), initial=0))
     return pa.Array.from_buffers(
@@ -251,11 +262,10 @@ class _ShardRead:
         if limits.max_records > 0:
             count = min(count, max(0, limits.max_records - taken))
         if limits.max_bytes > 0:
-            room = limits.max_bytes - self.n_bytes
-            for index, total in enumerate(itertools.accumulate(sizes[:count])):
-                if total > room:
-                    count = index
-                    break
+            # Running totals are non-decreasing: the records that fit are those whose total <= room.
+            count = bisect.bisect_right(
+                list(itertools.accumulate(sizes[:count])), limits.max_bytes - self.n_bytes
+            )
         return max(count, 1) if taken == 0 and sizes else count
 
     def _take_plain(self, records: Records) -> None:

@@ -63,14 +63,16 @@ def test_calls_on_one_shard_are_paced_to_the_read_quota(kinesalite):
             fetch_shard(source, shard, end.end, unpaced)
         calls = get_records_times(counting)
         assert len(calls) == 4
-        assert all(b - a >= 0.19 for a, b in itertools.pairwise(calls)), calls
+        # Spaced 200 ms where they leave the client; seen at the proxy a loaded machine's scheduling
+        # jitter shifts them a little (unpaced, they would come a few ms apart).
+        assert all(b - a >= 0.15 for a, b in itertools.pairwise(calls)), calls
         # 100 KB in one response at 200 KB/s: the next call on that shard waits half a second.
         paced = ShardLimits(100, -1, bytes_per_second=200_000)
         cols, _end = fetch_shard(source, shard, Position.trim_horizon(), paced)
         assert sum(len(d) for d in cols.data) == 100_000
         fetch_shard(source, shard, end.end, paced)
         calls = get_records_times(counting)
-        assert calls[-1] - calls[-2] >= 0.45, calls
+        assert calls[-1] - calls[-2] >= 0.4, calls
 
 
 @pytest.mark.spark

@@ -120,7 +120,7 @@ def markdown_decode(rows: list[DecodeRow]) -> str:
         "",
         f"Measured {machine()}, with `pyspark-kinesis bench-decode`: one full GetRecords body (10,000 "
         "records, or 10 MB) per record size, best of 5. `botocore` is botocore's JSON parser (what a plain "
-        "boto3 client does); `decode` is `aws.get_records.decode` (orjson + pybase64 into columns); `path` "
+        "boto3 client does); `decode` is `aws.get_records.decode` (msgspec against a fixed schema, into columns); `path` "
         "adds what a task does with a response: cut it to the batch's limits and build the Arrow batch.",
         "",
         "| record size | botocore records/s | botocore MB/s | decode MB/s | path records/s | path MB/s | path vs botocore |",
