@@ -393,13 +393,15 @@ def fetch_shard(
             children = tuple(c["ShardId"] for c in response.get("ChildShards", []))
             break
         # Caught up: MillisBehindLatest 0 and less than a full page (a full page means more is waiting,
-        # whatever a lagging or simplified MillisBehindLatest says). A closed shard, or a replay up to
-        # a shard end, reads on through a few empty responses first. A replay at the tip without
-        # meeting its end is handled below.
+        # whatever a lagging or simplified MillisBehindLatest says): nothing was left in the shard when
+        # this response was made, records or not, so an AvailableNow run needs no further batch to see
+        # it. A closed shard, or a replay up to a shard end, reads on through a few empty responses
+        # first. A replay at the tip without meeting its end is handled below.
         empties = 0 if records else empties + 1
         if behind == 0 and len(records) < want:
             to_end = limits.closed if until is None else until.kind == END
             if records and until is None:
+                at_tip = not to_end
                 break
             if not records and not (to_end and empties < CLOSED_EMPTY_READS):
                 at_tip = until is None

@@ -238,6 +238,9 @@ class Planner:
         streams go on."""
         stream = self._stream(key)
         due = self.clock() - stream.last_discovery_ms >= self.config.shard_discovery_interval_ms
+        # AvailableNow: a listing from before the cutoff could show a shard closed just before it as
+        # open, and a read at its tip would then count it done with its children unread.
+        due = due or (self.cutoff_ms is not None and stream.last_discovery_ms < self.cutoff_ms)
         if not (force or due):
             return states
         stream.last_discovery_ms = self.clock()
@@ -292,10 +295,11 @@ class Planner:
             ref for ref in candidates if budgets_rows.get(ref, 1) > 0 and budgets_bytes.get(ref, 1) > 0
         ]
 
-        def positions(of: dict[str, dict[str, ShardState]]) -> dict[ShardRef, Position]:
-            return {(key, sid): state.position for key, states in of.items() for sid, state in states.items()}
-
-        if not to_read and positions(streams) == positions(start.streams):
+        if not to_read:
+            # Nothing to read now: no batch. Where batch `start.batch` ended stays in its records, and
+            # every later call (or a restarted query) derives the same states from them, so a batch
+            # that only carried new positions would cost a commit and, under AvailableNow, an extra
+            # empty batch after the one that drained the stream.
             return start
         for ref, task in self._assign(to_read).items():
             key, sid = ref
@@ -346,5 +350,7 @@ class Planner:
         if start.cutoff_ms != self.cutoff_ms:
             self._done = set()
             return self._done
-        self._done |= {ref for ref, e in ends.items() if e.reached_cutoff or (e.at_tip and e.records == 0)}
+        # At the tip means nothing was left when the response was made, which was after the cutoff
+        # (the run's shard list is from after it too, see `_discover`): no record put before it is left.
+        self._done |= {ref for ref, e in ends.items() if e.reached_cutoff or e.at_tip}
         return self._done
