@@ -196,8 +196,8 @@ def bench_latency(
     from .benchmarks import reading
 
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
-        delays = reading.run_latency(rate, seconds, shards, Path(work), kind)
-    text = reading.markdown_latency(delays, rate, seconds, shards, kind)
+        run = reading.run_latency(rate, seconds, shards, Path(work), kind)
+    text = reading.markdown_latency(run, rate, seconds, shards, kind)
     console.print(text)
     if write:
         reading.write_section(write, "bench-latency", text)
