@@ -18,11 +18,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from .aws.kinesis import KinesisProxy
+from .aws.kinesis import KinesisProxy, sink_target
 from .errors import OptionError
 from .producing import Entry, Producer, SinkWriteError, invalid_reason
 from .sink_options import SinkConfig
-from .stream_specs import StreamSpec
+from .stream_specs import arn_parts
 
 log = logging.getLogger(__name__)
 _COLUMNS = {"data", "partitionKey", "explicitHashKey", "streamName"}
@@ -63,7 +63,8 @@ def check_schema(schema: StructType, config: SinkConfig) -> None:
 
 def check_stream(config: SinkConfig) -> None:
     if config.stream_name:
-        KinesisProxy(StreamSpec(config.stream_name, config.aws), agent="sink", max_attempts=2).check_stream()
+        _settings, spec = sink_target(config.aws, config.stream_name)
+        KinesisProxy(spec, agent="sink", max_attempts=2).check_stream()
 
 
 def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> KinesisCommitMessage:
@@ -98,6 +99,8 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                 hash_key = hashes[i] if hashes is not None else None
                 stream = (streams[i] if streams is not None else None) or config.stream_name
                 reason = "streamName is null and no streamName option is set" if stream is None else None
+                if stream is not None and stream.startswith("arn:") and arn_parts(stream) is None:
+                    reason = f"streamName '{stream}' is not a Kinesis stream ARN"
                 reason = reason or invalid_reason(payload, key, hash_key)
                 if reason is not None:
                     if not config.skip_invalid:

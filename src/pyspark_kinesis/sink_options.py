@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from .aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from .errors import OptionError
 from .option_values import bool_option, fold, int_option
+from .stream_specs import parse_arn
 
 SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "streamName": (
         "(required unless a streamName column)",
-        "Stream to write to; a `streamName` column overrides it per row.",
+        "Stream to write to, by name or ARN (an ARN's region is the one written to); a `streamName` "
+        "column overrides it per row.",
     ),
     **AWS_OPTIONS,
     "maxRetryTimeMs": ("60000", "How long records rejected inside a call are retried before the task fails."),
@@ -51,8 +53,19 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         raise OptionError(
             "maxBytesPerRequest", f"{size} is above the service maximum 5 MiB", "Use at most 5242880."
         )
+    stream = (opts.get("streamName") or "").strip() or None
+    parsed = parse_arn("streamName", stream) if stream else None
+    if parsed is not None:
+        region = (opts.get("region") or "").strip()
+        if region and region != parsed[0]:
+            raise OptionError(
+                "region",
+                f"'{region}' disagrees with the region '{parsed[0]}' of the stream ARN {stream}",
+                "Remove the region option (the ARN says where the stream is), or fix the ARN.",
+            )
+        opts = {**opts, "region": parsed[0]}
     return SinkConfig(
-        stream_name=(opts.get("streamName") or "").strip() or None,
+        stream_name=stream,
         aws=aws_settings(opts),
         max_retry_time_ms=int_option(opts, "maxRetryTimeMs", 60_000, 0) or 0,
         concurrency=int_option(opts, "maxConcurrentRequests", 8, 1) or 8,

@@ -77,6 +77,12 @@ class StreamSpec:
         return replace(self, arn=arn)
 
 
+def arn_parts(text: str) -> tuple[str, str, str] | None:
+    """(region, account, name) of a well-formed Kinesis stream ARN, else None."""
+    match = _ARN.match(text)
+    return None if match is None else (match.group(2), match.group(3), match.group(4))
+
+
 def parse_arn(option: str, text: str) -> tuple[str, str, str] | None:
     """(region, account, name) of a Kinesis stream ARN, None if `text` is no ARN; a malformed ARN is an error."""
     if not text.startswith("arn:"):

@@ -170,6 +170,11 @@ def test_invalid_rows_fail_naming_the_row_or_are_skipped(spark, kinesalite, data
         ({"preserveOrdr": "true"}, "Did you mean 'preserveOrder'?"),
         ({"onInvalidRecord": "ignore"}, "'onInvalidRecord': 'ignore' is not fail or skip"),
         ({"maxRecordsPerRequest": "600"}, "above the service maximum 500"),
+        (
+            {"streamName": "arn:aws:kinesis:eu-west-1:123456789012:stream/x"},
+            "'region': 'us-east-1' disagrees",
+        ),
+        ({"streamName": "arn:aws:kinesis:eu-west-1:stream/x"}, "is not a Kinesis stream ARN"),
     ],
 )
 def test_bad_sink_options(spark, kinesalite, options, expected):
@@ -199,3 +204,49 @@ def test_streaming_write_and_round_trip_exactly_once_on_the_read_side(spark, kin
     back = reader(spark, kinesalite.endpoint, target, str(tmp_path / "m2"), startingPosition="TRIM_HORIZON")
     run_available_now(spark, back, str(tmp_path / "cp2"), sink)
     assert_exactly_once(sink.rows, expected)
+
+
+def test_streams_named_by_arn_are_written_in_the_arn_region(spark, kinesis_local):
+    """An ARN in the option (no region option: the ARN's) and ARNs in the streamName column, one of
+    them in another region: each row lands in its own stream. kinesis-local isolates regions."""
+    east = client(kinesis_local.endpoint)
+    west = client(kinesis_local.endpoint, region="eu-west-1")
+    first, second = new_stream(west, shards=1), new_stream(east, shards=2)
+
+    def arn_of(kin, name: str) -> str:
+        return kin.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamARN"]
+
+    first_arn, second_arn = arn_of(west, first), arn_of(east, second)
+    assert ":eu-west-1:" in first_arn
+    (
+        rows(spark, 300)
+        .write.format("kinesis")
+        .option("streamName", first_arn)
+        .option("endpointUrl", kinesis_local.endpoint)
+        .mode("append")
+        .save()
+    )
+    routed = spark.range(300, 500, numPartitions=2).selectExpr(
+        "concat('r-', id) AS data",
+        "concat('k', id % 7) AS partitionKey",
+        f"IF(id % 2 = 0, '{first_arn}', '{second_arn}') AS streamName",
+    )
+    (
+        routed.write.format("kinesis")
+        .option("region", "us-east-1")
+        .option("endpointUrl", kinesis_local.endpoint)
+        .mode("append")
+        .save()
+    )
+    in_first = (
+        spark.read.format("kinesis")
+        .option("streamName", first)
+        .option("region", "eu-west-1")
+        .option("endpointUrl", kinesis_local.endpoint)
+        .load()
+        .collect()
+    )
+    assert_exactly_once(in_first, [f"r-{i}" for i in range(300)] + [f"r-{i}" for i in range(300, 500, 2)])
+    assert_exactly_once(
+        read_back(spark, kinesis_local.endpoint, second), [f"r-{i}" for i in range(301, 500, 2)]
+    )

@@ -104,6 +104,22 @@ def test_every_sink_option_is_documented():
 ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"
 
 
+def test_sink_stream_arn_sets_the_region_and_is_written_by_arn():
+    from dataclasses import replace
+
+    from pyspark_kinesis.aws.kinesis import sink_target
+    from pyspark_kinesis.sink_options import parse_sink_options
+
+    config = parse_sink_options({"streamName": ARN})
+    assert config.aws.region == "eu-west-1"
+    settings, spec = sink_target(replace(config.aws, region="us-east-1"), ARN)
+    assert settings.region == "eu-west-1" and spec.api_args() == {"StreamARN": ARN}
+    settings, spec = sink_target(config.aws, "plain")
+    assert settings is config.aws and spec.api_args() == {"StreamName": "plain"}
+    with pytest.raises(OptionError, match="'region': 'us-west-2' disagrees with the region 'eu-west-1'"):
+        parse_sink_options({"streamName": ARN, "region": "us-west-2"})
+
+
 def test_stream_lists_arns_and_per_stream_overrides():
     names = parse_options(BASE | {"streamName": f"orders, clicks,{ARN}"}, streaming=True)
     assert [(s.name, s.aws.region, s.by_arn) for s in names.streams] == [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import (
@@ -18,7 +18,7 @@ from botocore.exceptions import (
 from ..aws_settings import AwsSettings
 from ..errors import StreamAccessError
 from ..positions import Position
-from ..stream_specs import StreamSpec
+from ..stream_specs import StreamSpec, arn_parts
 from .client import kinesis_client
 
 MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
@@ -202,16 +202,30 @@ class KinesisProxy:
         )
 
 
+def sink_target(settings: AwsSettings, stream: str) -> tuple[AwsSettings, StreamSpec]:
+    """Where the sink writes `stream` (a name, or an ARN already checked by the caller): an ARN is
+    written to in its own region, with the sink's credentials and endpoint, and named as StreamARN
+    (what cross-account writes need)."""
+    parts = arn_parts(stream)
+    if parts is None:
+        return settings, StreamSpec(stream, settings)
+    if parts[0] != settings.region:
+        settings = replace(settings, region=parts[0])
+    return settings, StreamSpec(parts[2], settings, arn=stream, by_arn=True)
+
+
 def put_records(settings: AwsSettings, stream: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One PutRecords call; returns the per-record results in request order (ErrorCode on failures).
-    Whole-call failures (throttling, 5xx) are retried by botocore; a missing stream raises a clear error."""
+    """One PutRecords call to a stream named by name or ARN; returns the per-record results in request
+    order (ErrorCode on failures). Whole-call failures (throttling, 5xx) are retried by botocore; a
+    missing stream raises a clear error."""
+    settings, spec = sink_target(settings, stream)
     try:
-        response = kinesis_client(settings, agent="sink").put_records(StreamName=stream, Records=entries)
+        response = kinesis_client(settings, agent="sink").put_records(**spec.api_args(), Records=entries)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code")
         if code in ("ResourceNotFoundException", *_CREDENTIAL_CODES) or exc.operation_name == "AssumeRole":
-            raise describe_failure(exc, StreamSpec(stream, settings)) from None
+            raise describe_failure(exc, spec) from None
         raise
     except (EndpointConnectionError, NoCredentialsError) as exc:
-        raise describe_failure(exc, StreamSpec(stream, settings)) from None
+        raise describe_failure(exc, spec) from None
     return list(response["Records"])
