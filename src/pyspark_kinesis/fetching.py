@@ -136,31 +136,45 @@ class ShardLimits:
 
 @dataclass
 class Columns:
-    """One shard's rows as column lists, turned into an Arrow batch at the end."""
+    """One shard's rows as columns, turned into an Arrow batch at the end. Payloads of responses taken
+    in bulk arrive as Arrow arrays (built once per response, where the aggregate check needs them
+    anyway); payloads taken one by one (aggregates, replays) wait in `data` until the next array."""
 
     stream: str
     arn: str
     shard: str
-    data: list[bytes] = field(default_factory=list)
+    data: list[bytes] = field(default_factory=list)  # payloads taken one by one, after `data_chunks`
     keys: list[str] = field(default_factory=list)
     seqs: list[str] = field(default_factory=list)
     subs: list[int] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)  # epoch seconds
+    data_chunks: list[pa.Array] = field(default_factory=list)  # payloads, in row order, before `data`
 
     def __len__(self) -> int:
-        return len(self.data)
+        return len(self.keys)
+
+    def add_payloads(self, payloads: pa.Array) -> None:
+        """Append payloads already in Arrow (row order is kept: pending single payloads go first)."""
+        if self.data:
+            self.data_chunks.append(binary_array(self.data))
+            self.data = []
+        self.data_chunks.append(payloads)
+
+    def payloads(self) -> pa.Array:
+        chunks = self.data_chunks + ([binary_array(self.data)] if self.data or not self.data_chunks else [])
+        return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
 
     def to_arrow(self) -> pa.RecordBatch:
-        n = len(self.data)
+        n = len(self.keys)
         micros = pc.cast(pc.round(pc.multiply(pa.array(self.arrivals, pa.float64()), 1e6)), pa.int64())
         return pa.RecordBatch.from_arrays(
             [
-                binary_array(self.data),
+                self.payloads(),
                 _repeat(self.stream, n),
                 _repeat(self.shard, n),
                 pa.array(self.keys, pa.string()),
                 pa.array(self.seqs, pa.string()),
-                pa.array(self.subs, pa.int64()),
+                pa.array(self.subs, pa.int64()) if any(self.subs) else pa.repeat(pa.scalar(0, pa.int64()), n),
                 micros.cast(pa.timestamp("us", tz="UTC")),
                 _repeat(self.arn, n),
             ],
@@ -250,10 +264,12 @@ class _ShardRead:
 
     def take(self, records: Records, skip_from: Position) -> None:
         """Take what this response offers within the limits, the cutoff and the replay bound."""
-        if self.until is None and skip_from.kind != INSIDE and not records.any_starts_with(MAGIC):
-            self._take_plain(records)
-        else:
-            self._take_each(records, skip_from)
+        if self.until is None and skip_from.kind != INSIDE and records:
+            payloads = binary_array(records.data)
+            if not pc.any(pc.starts_with(payloads, pattern=MAGIC)).as_py():
+                self._take_plain(records, payloads)
+                return
+        self._take_each(records, skip_from)
 
     def _cut(self, sizes: list[int]) -> int:
         """How many of these records fit the batch's limits: the bulk form of `_full`."""
@@ -268,7 +284,7 @@ class _ShardRead:
             )
         return max(count, 1) if taken == 0 and sizes else count
 
-    def _take_plain(self, records: Records) -> None:
+    def _take_plain(self, records: Records, payloads: pa.Array | None = None) -> None:
         """Bulk path (no aggregates, no replay bound): cut the columns at the first limit."""
         available, beyond_cutoff = len(records), False
         if self.limits.cutoff_ms is not None:
@@ -277,21 +293,33 @@ class _ShardRead:
                 if arrival > bound:
                     available, beyond_cutoff = index, True
                     break
-        sizes = [len(d) for d in records.data[:available]]
-        take = self._cut(sizes)
+        data = records.data if available == len(records) else records.data[:available]
+        total = sum(map(len, data))
+        limits, taken = self.limits, len(self.cols)
+        if (limits.max_records <= 0 or taken + available <= limits.max_records) and (
+            limits.max_bytes <= 0 or self.n_bytes + total <= limits.max_bytes
+        ):
+            take, took_bytes = available, total  # the usual case: the whole response fits
+        else:
+            sizes = [len(d) for d in data]
+            take = self._cut(sizes)
+            took_bytes = sum(sizes[:take])
         # The cutoff is reached only if the limits let every record before it in: a shard cut short by
         # a limit still has records to read under this AvailableNow run.
         self.reached_cutoff = beyond_cutoff and take == available
         self.stop = take < available or beyond_cutoff
+        if not take:
+            return
         cols = self.cols
-        cols.data.extend(records.data[:take])
+        if payloads is None:
+            payloads = binary_array(records.data[:take])
+        cols.add_payloads(payloads if take == len(records) else payloads.slice(0, take))
         cols.keys.extend(records.keys[:take])
         cols.seqs.extend(records.seqs[:take])
         cols.subs.extend([0] * take)
         cols.arrivals.extend(records.arrivals[:take])
-        self.n_bytes += sum(sizes[:take])
-        if take:
-            self.last = (records.seqs[take - 1], 0, 1)
+        self.n_bytes += took_bytes
+        self.last = (records.seqs[take - 1], 0, 1)
 
     def _take_each(self, records: Records, skip_from: Position) -> None:
         until, limits, cols = self.until, self.limits, self.cols

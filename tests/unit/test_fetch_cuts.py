@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
+from aws_kinesis_agg.aggregator import RecordAggregator
+
 from pyspark_kinesis.aws.get_records import Records, decode
 from pyspark_kinesis.fetching import ShardLimits, _ShardRead
 from pyspark_kinesis.positions import Position
@@ -26,12 +28,13 @@ def cut(path: str, batch: list[Records], limits: ShardLimits) -> tuple:
     read = _ShardRead(PROXY, "shardId-0", Position.trim_horizon(), limits, None)
     for response in batch:
         if path == "plain":
-            read._take_plain(response)
+            read.take(response, Position.trim_horizon())  # no aggregates here: the bulk path
         else:
             read._take_each(response, Position.trim_horizon())
         if read.stop:
             break
-    return read.cols.seqs, read.n_bytes, read.stop, read.reached_cutoff, read.resume
+    payloads = read.cols.payloads().to_pylist()
+    return read.cols.seqs, payloads, read.n_bytes, read.stop, read.reached_cutoff, read.resume
 
 
 def test_bulk_and_per_record_paths_cut_alike():
@@ -44,6 +47,37 @@ def test_bulk_and_per_record_paths_cut_alike():
             cutoff_ms=rng.choice([None, 1_700_000_000_050, 1_700_000_000_300]),
         )
         assert cut("plain", batch, limits) == cut("each", batch, limits), limits
+
+
+def test_payloads_keep_row_order_when_bulk_and_aggregated_responses_mix():
+    aggregator = RecordAggregator()
+    for i in range(3):
+        aggregator.add_user_record(f"u{i}", f"user-{i}".encode())
+    _pk, _ehk, blob = aggregator.clear_and_get().get_contents()
+
+    def response(first_seq: int, payloads: list[bytes]) -> Records:
+        n = len(payloads)
+        return Records(
+            seqs=[str(first_seq + i) for i in range(n)],
+            keys=["k"] * n,
+            data=payloads,
+            arrivals=[1_700_000_000.0] * n,
+        )
+
+    read = _ShardRead(PROXY, "shardId-0", Position.trim_horizon(), ShardLimits(1000, -1), None)
+    for batch in (
+        response(100, [b"a", b"b"]),
+        response(200, [b"c", blob]),
+        response(300, [b"d"]),
+        response(400, [blob, b"e"]),
+    ):
+        read.take(batch, Position.trim_horizon())
+    users = [b"user-0", b"user-1", b"user-2"]
+    expected = [b"a", b"b", b"c", *users, b"d", *users, b"e"]
+    table = read.cols.to_arrow()
+    assert table.column("data").to_pylist() == expected
+    assert table.column("subSequenceNumber").to_pylist() == [0, 0, 0, 0, 1, 2, 0, 0, 1, 2, 0]
+    assert table.column("sequenceNumber").to_pylist()[-1] == "401"
 
 
 def test_decode_reads_a_get_records_body_and_refuses_a_truncated_one():
