@@ -284,8 +284,9 @@ class _ShardRead:
             )
         return max(count, 1) if taken == 0 and sizes else count
 
-    def _take_plain(self, records: Records, payloads: pa.Array | None = None) -> None:
-        """Bulk path (no aggregates, no replay bound): cut the columns at the first limit."""
+    def _take_plain(self, records: Records, payloads: pa.Array) -> None:
+        """Bulk path (no aggregates, no replay bound): cut the columns at the first limit.
+        `payloads` is `records.data` as one Arrow array."""
         available, beyond_cutoff = len(records), False
         if self.limits.cutoff_ms is not None:
             bound = self.limits.cutoff_ms / 1000.0
@@ -311,8 +312,6 @@ class _ShardRead:
         if not take:
             return
         cols = self.cols
-        if payloads is None:
-            payloads = binary_array(records.data[:take])
         cols.add_payloads(payloads if take == len(records) else payloads.slice(0, take))
         cols.keys.extend(records.keys[:take])
         cols.seqs.extend(records.seqs[:take])

@@ -63,8 +63,7 @@ def check_schema(schema: StructType, config: SinkConfig) -> None:
 
 def check_stream(config: SinkConfig) -> None:
     if config.stream_name:
-        _settings, spec = sink_target(config.aws, config.stream_name)
-        KinesisProxy(spec, agent="sink", max_attempts=2).check_stream()
+        KinesisProxy(sink_target(config.aws, config.stream_name), agent="sink", max_attempts=2).check_stream()
 
 
 def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> KinesisCommitMessage:

@@ -112,10 +112,10 @@ def test_sink_stream_arn_sets_the_region_and_is_written_by_arn():
 
     config = parse_sink_options({"streamName": ARN})
     assert config.aws.region == "eu-west-1"
-    settings, spec = sink_target(replace(config.aws, region="us-east-1"), ARN)
-    assert settings.region == "eu-west-1" and spec.api_args() == {"StreamARN": ARN}
-    settings, spec = sink_target(config.aws, "plain")
-    assert settings is config.aws and spec.api_args() == {"StreamName": "plain"}
+    spec = sink_target(replace(config.aws, region="us-east-1"), ARN)
+    assert spec.aws.region == "eu-west-1" and spec.api_args() == {"StreamARN": ARN}
+    spec = sink_target(config.aws, "plain")
+    assert spec.aws is config.aws and spec.api_args() == {"StreamName": "plain"}
     with pytest.raises(OptionError, match="'region': 'us-west-2' disagrees with the region 'eu-west-1'"):
         parse_sink_options({"streamName": ARN, "region": "us-west-2"})
 

@@ -15,7 +15,6 @@ no "Records", and `KinesisProxy` asks again instead of reading it as "shard clos
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,10 +52,6 @@ class Records:
 
     def __len__(self) -> int:
         return len(self.seqs)
-
-    def any_starts_with(self, prefix: bytes) -> bool:
-        """Whether some payload starts with `prefix` (a KPL aggregate's magic)."""
-        return any(map(bytes.startswith, self.data, itertools.repeat(prefix)))
 
 
 def decode(body: bytes) -> dict[str, Any]:

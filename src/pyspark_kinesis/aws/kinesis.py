@@ -202,25 +202,23 @@ class KinesisProxy:
         )
 
 
-def sink_target(settings: AwsSettings, stream: str) -> tuple[AwsSettings, StreamSpec]:
+def sink_target(settings: AwsSettings, stream: str) -> StreamSpec:
     """Where the sink writes `stream` (a name, or an ARN already checked by the caller): an ARN is
     written to in its own region, with the sink's credentials and endpoint, and named as StreamARN
     (what cross-account writes need)."""
     parts = arn_parts(stream)
     if parts is None:
-        return settings, StreamSpec(stream, settings)
-    if parts[0] != settings.region:
-        settings = replace(settings, region=parts[0])
-    return settings, StreamSpec(parts[2], settings, arn=stream, by_arn=True)
+        return StreamSpec(stream, settings)
+    return StreamSpec(parts[2], replace(settings, region=parts[0]), arn=stream, by_arn=True)
 
 
 def put_records(settings: AwsSettings, stream: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One PutRecords call to a stream named by name or ARN; returns the per-record results in request
     order (ErrorCode on failures). Whole-call failures (throttling, 5xx) are retried by botocore; a
     missing stream raises a clear error."""
-    settings, spec = sink_target(settings, stream)
+    spec = sink_target(settings, stream)
     try:
-        response = kinesis_client(settings, agent="sink").put_records(**spec.api_args(), Records=entries)
+        response = kinesis_client(spec.aws, agent="sink").put_records(**spec.api_args(), Records=entries)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code")
         if code in ("ResourceNotFoundException", *_CREDENTIAL_CODES) or exc.operation_name == "AssumeRole":
