@@ -191,11 +191,13 @@ def _repeat(value: str, n: int) -> pa.Array:
 _JOIN_FROM_MEAN_BYTES = 1024
 
 
-def binary_array(values: list[bytes]) -> pa.Array:
+def binary_array(values: list[bytes], total: int | None = None) -> pa.Array:
     """An Arrow binary array. Payload-sized values are joined into one buffer with computed offsets
     (half the cost of pa.array); small ones, where the offsets' per-value Python work dominates, go
-    through pa.array. Past int32 offsets (2 GiB) pa.array's own chunking takes over."""
-    total = sum(map(len, values))
+    through pa.array. Past int32 offsets (2 GiB) pa.array's own chunking takes over. `total`: the
+    values' summed length, when the caller knows it."""
+    if total is None:
+        total = sum(map(len, values))
     if total >= 2**31 or total < _JOIN_FROM_MEAN_BYTES * len(values):
         return pa.array(values, pa.binary())
     offsets = array("i", itertools.accumulate(map(len, values), initial=0))
@@ -265,7 +267,7 @@ class _ShardRead:
     def take(self, records: Records, skip_from: Position) -> None:
         """Take what this response offers within the limits, the cutoff and the replay bound."""
         if self.until is None and skip_from.kind != INSIDE and records:
-            payloads = binary_array(records.data)
+            payloads = binary_array(records.data, records.payload_bytes)
             if not pc.any(pc.starts_with(payloads, pattern=MAGIC)).as_py():
                 self._take_plain(records, payloads)
                 return
@@ -295,7 +297,7 @@ class _ShardRead:
                     available, beyond_cutoff = index, True
                     break
         data = records.data if available == len(records) else records.data[:available]
-        total = sum(map(len, data))
+        total = records.payload_bytes if available == len(records) else sum(map(len, data))
         limits, taken = self.limits, len(self.cols)
         if (limits.max_records <= 0 or taken + available <= limits.max_records) and (
             limits.max_bytes <= 0 or self.n_bytes + total <= limits.max_bytes
@@ -409,7 +411,7 @@ def fetch_shard(
             continue
         failures = 0
         records: Records = response["Records"]
-        PACER.after_response(key, started, sum(map(len, records.data)), limits.bytes_per_second)
+        PACER.after_response(key, started, records.payload_bytes, limits.bytes_per_second)
         read.take(records, skip_from)
         if read.stop:
             break

@@ -50,8 +50,16 @@ class Records:
     data: list[bytes] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)  # epoch seconds, as Kinesis sends them
 
+    _payload_bytes: int = -1  # computed once: pacing, limits and the Arrow build all need it
+
     def __len__(self) -> int:
         return len(self.seqs)
+
+    @property
+    def payload_bytes(self) -> int:
+        if self._payload_bytes < 0:
+            self._payload_bytes = sum(map(len, self.data))
+        return self._payload_bytes
 
 
 def decode(body: bytes) -> dict[str, Any]:
