@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from .errors import OptionError
 from .option_values import bool_option, fold, int_option
-from .stream_specs import parse_arn
+from .stream_specs import check_arn_region, parse_arn
 
 SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "streamName": (
@@ -56,13 +56,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     stream = (opts.get("streamName") or "").strip() or None
     parsed = parse_arn("streamName", stream) if stream else None
     if parsed is not None:
-        region = (opts.get("region") or "").strip()
-        if region and region != parsed[0]:
-            raise OptionError(
-                "region",
-                f"'{region}' disagrees with the region '{parsed[0]}' of the stream ARN {stream}",
-                "Remove the region option (the ARN says where the stream is), or fix the ARN.",
-            )
+        check_arn_region("region", (opts.get("region") or "").strip(), parsed[0], stream)
         opts = {**opts, "region": parsed[0]}
     return SinkConfig(
         stream_name=stream,

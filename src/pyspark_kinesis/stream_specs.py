@@ -97,6 +97,17 @@ def parse_arn(option: str, text: str) -> tuple[str, str, str] | None:
     return match.group(2), match.group(3), match.group(4)
 
 
+def check_arn_region(option: str, region: str, arn_region: str, arn: str) -> None:
+    """A stream named by ARN is used in the ARN's region: a region option that names another one is a
+    contradiction the user must resolve, not something to pick a winner for silently."""
+    if region and region != arn_region:
+        raise OptionError(
+            option,
+            f"'{region}' disagrees with the region '{arn_region}' of the stream ARN {arn}",
+            "Remove the region option for this stream (the ARN says where it is), or fix the ARN.",
+        )
+
+
 def _spec(
     option: str,
     target: str,
@@ -114,12 +125,8 @@ def _spec(
         # is merely the default of the entries that do not say where they are.
         given = "region" in entry or not option.startswith("streams[")
         region = ((entry if "streams[" in option else opts).get("region") or "").strip() if given else ""
-        if region and region != arn_region:
-            raise OptionError(
-                f"{option.split('.')[0]}.region" if "streams[" in option else "region",
-                f"'{region}' disagrees with the region '{arn_region}' of the stream ARN {target}",
-                "Remove the region option for this stream (the ARN says where it is), or fix the ARN.",
-            )
+        region_option = f"{option.split('.')[0]}.region" if "streams[" in option else "region"
+        check_arn_region(region_option, region, arn_region, target)
         merged["region"] = arn_region
     elif _NAME.match(target):
         name = target
