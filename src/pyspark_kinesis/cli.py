@@ -134,13 +134,23 @@ def bench_decode(
 
     rows = reading.run_decode()
     table = Table(title="GetRecords decode, one core")
-    for column in ("size", "botocore MB/s", "decode MB/s", "path records/s", "path MB/s", "vs botocore"):
+    columns = (
+        "size",
+        "botocore MB/s",
+        "msgspec MB/s",
+        "decode MB/s",
+        "path records/s",
+        "path MB/s",
+        "vs botocore",
+    )
+    for column in columns:
         table.add_column(column)
     for row in rows:
         p_rate, p_mb = row.rates(row.path_s)
         table.add_row(
             f"{row.size} B",
             f"{row.rates(row.botocore_s)[1]:.0f}",
+            f"{row.rates(row.msgspec_s)[1]:.0f}",
             f"{row.rates(row.decode_s)[1]:.0f}",
             f"{p_rate:,.0f}",
             f"{p_mb:.0f}",

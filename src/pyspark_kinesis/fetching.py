@@ -22,13 +22,13 @@ import itertools
 import random
 import threading
 import time
-from array import array
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
+from .arrow_arrays import binary_array
 from .aws.get_records import Records
 from .aws.kinesis import KinesisProxy
 from .deaggregation import MAGIC, deaggregate
@@ -136,45 +136,87 @@ class ShardLimits:
 
 @dataclass
 class Columns:
-    """One shard's rows as columns, turned into an Arrow batch at the end. Payloads of responses taken
-    in bulk arrive as Arrow arrays (built once per response, where the aggregate check needs them
-    anyway); payloads taken one by one (aggregates, replays) wait in `data` until the next array."""
+    """One shard's rows as columns, turned into an Arrow batch at the end. Responses taken in bulk
+    arrive as slices of their Arrow arrays (`chunks`); rows taken one by one (aggregates, replays)
+    wait in the `pending` lists until the next slice or the end, so row order is kept."""
 
     stream: str
     arn: str
     shard: str
-    data: list[bytes] = field(default_factory=list)  # payloads taken one by one, after `data_chunks`
+    # (data, partitionKey, sequenceNumber, arrival seconds) of bulk rows; their subSequenceNumber is 0
+    chunks: list[tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array | None]] = field(default_factory=list)
+    data: list[bytes] = field(default_factory=list)  # pending rows, one by one
     keys: list[str] = field(default_factory=list)
     seqs: list[str] = field(default_factory=list)
     subs: list[int] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)  # epoch seconds
-    data_chunks: list[pa.Array] = field(default_factory=list)  # payloads, in row order, before `data`
+    rows: int = 0
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self.rows
 
-    def add_payloads(self, payloads: pa.Array) -> None:
-        """Append payloads already in Arrow (row order is kept: pending single payloads go first)."""
+    def append(self, payload: bytes, key: str, seq: str, sub: int, arrival: float) -> None:
+        self.data.append(payload)
+        self.keys.append(key)
+        self.seqs.append(seq)
+        self.subs.append(sub)
+        self.arrivals.append(arrival)
+        self.rows += 1
+
+    def add(self, records: Records, count: int) -> None:
+        """Append the first `count` rows of a response, as slices of its arrays."""
+        self._flush()
+        columns = (records.data, records.keys, records.seqs, records.arrivals)
+        if count < len(records):
+            columns = tuple(column.slice(0, count) for column in columns)
+        self.chunks.append((*columns, None))
+        self.rows += count
+
+    def _flush(self) -> None:
         if self.data:
-            self.data_chunks.append(binary_array(self.data))
-            self.data = []
-        self.data_chunks.append(payloads)
+            self.chunks.append(
+                (
+                    binary_array(self.data),
+                    pa.array(self.keys, pa.string()),
+                    pa.array(self.seqs, pa.string()),
+                    pa.array(self.arrivals, pa.float64()),
+                    pa.array(self.subs, pa.int64()) if any(self.subs) else None,
+                )
+            )
+            self.data, self.keys, self.seqs, self.subs, self.arrivals = [], [], [], [], []
+
+    def _column(self, index: int, kind: pa.DataType) -> pa.Array:
+        parts = [chunk[index] for chunk in self.chunks]
+        if not parts:
+            return pa.array([], kind)
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
     def payloads(self) -> pa.Array:
-        chunks = self.data_chunks + ([binary_array(self.data)] if self.data or not self.data_chunks else [])
-        return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+        self._flush()
+        return self._column(0, pa.binary())
 
     def to_arrow(self) -> pa.RecordBatch:
-        n = len(self.keys)
-        micros = pc.cast(pc.round(pc.multiply(pa.array(self.arrivals, pa.float64()), 1e6)), pa.int64())
+        self._flush()
+        n = self.rows
+        zero = pa.scalar(0, pa.int64())
+        if any(chunk[4] is not None for chunk in self.chunks):
+            subs = pa.concat_arrays(
+                [
+                    chunk[4] if chunk[4] is not None else pa.repeat(zero, len(chunk[0]))
+                    for chunk in self.chunks
+                ]
+            )
+        else:
+            subs = pa.repeat(zero, n)
+        micros = pc.cast(pc.round(pc.multiply(self._column(3, pa.float64()), 1e6)), pa.int64())
         return pa.RecordBatch.from_arrays(
             [
-                self.payloads(),
+                self._column(0, pa.binary()),
                 _repeat(self.stream, n),
                 _repeat(self.shard, n),
-                pa.array(self.keys, pa.string()),
-                pa.array(self.seqs, pa.string()),
-                pa.array(self.subs, pa.int64()) if any(self.subs) else pa.repeat(pa.scalar(0, pa.int64()), n),
+                self._column(1, pa.string()),
+                self._column(2, pa.string()),
+                subs,
                 micros.cast(pa.timestamp("us", tz="UTC")),
                 _repeat(self.arn, n),
             ],
@@ -184,26 +226,6 @@ class Columns:
 
 def _repeat(value: str, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), n)
-
-
-# Below this mean payload size pa.array's own conversion beats joining (measured: 4x faster at 100 B,
-# even at 1 KB, 2x slower at 10 KB, where the join's single copy wins).
-_JOIN_FROM_MEAN_BYTES = 1024
-
-
-def binary_array(values: list[bytes], total: int | None = None) -> pa.Array:
-    """An Arrow binary array. Payload-sized values are joined into one buffer with computed offsets
-    (half the cost of pa.array); small ones, where the offsets' per-value Python work dominates, go
-    through pa.array. Past int32 offsets (2 GiB) pa.array's own chunking takes over. `total`: the
-    values' summed length, when the caller knows it."""
-    if total is None:
-        total = sum(map(len, values))
-    if total >= 2**31 or total < _JOIN_FROM_MEAN_BYTES * len(values):
-        return pa.array(values, pa.binary())
-    offsets = array("i", itertools.accumulate(map(len, values), initial=0))
-    return pa.Array.from_buffers(
-        pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))]
-    )
 
 
 def _before_or_at(seq: str, sub: int, until: Position) -> bool:
@@ -266,11 +288,14 @@ class _ShardRead:
 
     def take(self, records: Records, skip_from: Position) -> None:
         """Take what this response offers within the limits, the cutoff and the replay bound."""
-        if self.until is None and skip_from.kind != INSIDE and records:
-            payloads = binary_array(records.data, records.payload_bytes)
-            if not pc.any(pc.starts_with(payloads, pattern=MAGIC)).as_py():
-                self._take_plain(records, payloads)
-                return
+        if (
+            self.until is None
+            and skip_from.kind != INSIDE
+            and records
+            and not pc.any(pc.starts_with(records.data, pattern=MAGIC)).as_py()
+        ):
+            self._take_plain(records)
+            return
         self._take_each(records, skip_from)
 
     def _cut(self, sizes: list[int]) -> int:
@@ -286,25 +311,23 @@ class _ShardRead:
             )
         return max(count, 1) if taken == 0 and sizes else count
 
-    def _take_plain(self, records: Records, payloads: pa.Array) -> None:
-        """Bulk path (no aggregates, no replay bound): cut the columns at the first limit.
-        `payloads` is `records.data` as one Arrow array."""
+    def _take_plain(self, records: Records) -> None:
+        """Bulk path (no aggregates, no replay bound): cut the columns at the first limit."""
         available, beyond_cutoff = len(records), False
         if self.limits.cutoff_ms is not None:
-            bound = self.limits.cutoff_ms / 1000.0
-            for index, arrival in enumerate(records.arrivals):
-                if arrival > bound:
-                    available, beyond_cutoff = index, True
-                    break
-        data = records.data if available == len(records) else records.data[:available]
-        total = records.payload_bytes if available == len(records) else sum(map(len, data))
+            first_beyond = pc.index(
+                pc.greater(records.arrivals, self.limits.cutoff_ms / 1000.0), True
+            ).as_py()
+            if first_beyond >= 0:
+                available, beyond_cutoff = first_beyond, True
+        total = records.payload_bytes if available == len(records) else records.bytes_before(available)
         limits, taken = self.limits, len(self.cols)
         if (limits.max_records <= 0 or taken + available <= limits.max_records) and (
             limits.max_bytes <= 0 or self.n_bytes + total <= limits.max_bytes
         ):
             take, took_bytes = available, total  # the usual case: the whole response fits
         else:
-            sizes = [len(d) for d in data]
+            sizes = pc.binary_length(records.data.slice(0, available)).to_pylist()
             take = self._cut(sizes)
             took_bytes = sum(sizes[:take])
         # The cutoff is reached only if the limits let every record before it in: a shard cut short by
@@ -313,26 +336,22 @@ class _ShardRead:
         self.stop = take < available or beyond_cutoff
         if not take:
             return
-        cols = self.cols
-        cols.add_payloads(payloads if take == len(records) else payloads.slice(0, take))
-        cols.keys.extend(records.keys[:take])
-        cols.seqs.extend(records.seqs[:take])
-        cols.subs.extend([0] * take)
-        cols.arrivals.extend(records.arrivals[:take])
+        self.cols.add(records, take)
         self.n_bytes += took_bytes
-        self.last = (records.seqs[take - 1], 0, 1)
+        self.last = (records.seqs[take - 1].as_py(), 0, 1)
 
     def _take_each(self, records: Records, skip_from: Position) -> None:
         until, limits, cols = self.until, self.limits, self.cols
         bound = None if until is not None or limits.cutoff_ms is None else limits.cutoff_ms / 1000.0
-        for index, seq in enumerate(records.seqs):
-            arrival = records.arrivals[index]
+        seqs, keys, data, arrivals = records.lists()
+        for index, seq in enumerate(seqs):
+            arrival = arrivals[index]
             if bound is not None and arrival > bound:
                 self.reached_cutoff = self.stop = True
                 return
-            users = deaggregate(records.data[index])
+            users = deaggregate(data[index])
             if users is None:
-                users = [(records.keys[index], None, records.data[index])]
+                users = [(keys[index], None, data[index])]
             total = len(users)
             for sub, (key, _hash_key, payload) in enumerate(users):
                 if skip_from.skips(seq, sub):
@@ -344,11 +363,7 @@ class _ShardRead:
                 elif self._full(len(payload)):
                     self.stop = True
                     return
-                cols.data.append(payload)
-                cols.keys.append(key)
-                cols.seqs.append(seq)
-                cols.subs.append(sub)
-                cols.arrivals.append(arrival)
+                cols.append(payload, key, seq, sub, arrival)
                 self.n_bytes += len(payload)
                 self.last = (seq, sub, total)
                 if until is not None and _reached(seq, sub, total, until):

@@ -16,7 +16,7 @@ PROXY = SimpleNamespace(name="orders", spec=SimpleNamespace(key="arn:aws:kinesis
 
 
 def records(rng: random.Random, count: int) -> Records:
-    return Records(
+    return Records.from_lists(
         seqs=[str(1000 + 7 * i) for i in range(count)],
         keys=[f"k{i % 5}" for i in range(count)],
         data=[bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300))) for _ in range(count)],
@@ -34,7 +34,8 @@ def cut(path: str, batch: list[Records], limits: ShardLimits) -> tuple:
         if read.stop:
             break
     payloads = read.cols.payloads().to_pylist()
-    return read.cols.seqs, payloads, read.n_bytes, read.stop, read.reached_cutoff, read.resume
+    seqs = read.cols.to_arrow().column("sequenceNumber").to_pylist()
+    return seqs, payloads, read.n_bytes, read.stop, read.reached_cutoff, read.resume
 
 
 def test_bulk_and_per_record_paths_cut_alike():
@@ -57,7 +58,7 @@ def test_payloads_keep_row_order_when_bulk_and_aggregated_responses_mix():
 
     def response(first_seq: int, payloads: list[bytes]) -> Records:
         n = len(payloads)
-        return Records(
+        return Records.from_lists(
             seqs=[str(first_seq + i) for i in range(n)],
             keys=["k"] * n,
             data=payloads,
@@ -86,7 +87,8 @@ def test_decode_reads_a_get_records_body_and_refuses_a_truncated_one():
         b'"PartitionKey":"k"}],"NextShardIterator":"it","MillisBehindLatest":0}'
     )
     out = decode(body)
-    assert out["Records"].data == [b"hi"] and out["Records"].seqs == ["49"]
+    seqs, _keys, data, _arrivals = out["Records"].lists()
+    assert data == [b"hi"] and seqs == ["49"]
     assert out["NextShardIterator"] == "it" and out["MillisBehindLatest"] == 0
     assert decode(body[: len(body) // 2]) == {}  # a cut-off body is no answer (asked again)
     assert "NextShardIterator" not in decode(b'{"Records":[],"NextShardIterator":null}')  # closed shard

@@ -1,16 +1,22 @@
-"""The direct GetRecords decoder against botocore's own parser on the same bodies, and its refusals."""
+"""The direct GetRecords decoder against botocore's own parser on the same bodies, and its refusals;
+the vectorised scan against msgspec on generated bodies."""
 
 from __future__ import annotations
 
 import base64
+import json
 import os
+import random
 
 import botocore.session
 import orjson
 import pytest
 from botocore.parsers import JSONParser
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pyspark_kinesis.aws.get_records import decode
+from pyspark_kinesis.aws.get_records import decode, decode_msgspec
+from pyspark_kinesis.aws.get_records_scan import scan
 
 SHAPE = botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape
 
@@ -37,12 +43,13 @@ def test_same_records_as_botocore() -> None:
         MillisBehindLatest=1234,
     )
     expected = JSONParser().parse({"body": body, "headers": {}, "status_code": 200}, SHAPE)
+    assert scan(body) is not None  # this body is one the vectorised scan reads
     got = decode(body)
-    records = got["Records"]
-    assert records.data == [r["Data"] for r in expected["Records"]] == payloads
-    assert records.seqs == [r["SequenceNumber"] for r in expected["Records"]]
-    assert records.keys == [r["PartitionKey"] for r in expected["Records"]]
-    assert records.arrivals == [r["ApproximateArrivalTimestamp"].timestamp() for r in expected["Records"]]
+    seqs, keys, data, arrivals = got["Records"].lists()
+    assert data == [r["Data"] for r in expected["Records"]] == payloads
+    assert seqs == [r["SequenceNumber"] for r in expected["Records"]]
+    assert keys == [r["PartitionKey"] for r in expected["Records"]]
+    assert arrivals == [r["ApproximateArrivalTimestamp"].timestamp() for r in expected["Records"]]
     assert got["NextShardIterator"] == expected["NextShardIterator"]
     assert got["MillisBehindLatest"] == expected["MillisBehindLatest"]
     assert "ChildShards" not in got
@@ -75,3 +82,119 @@ def test_closed_shard_response() -> None:
 def test_unreadable_bodies_decode_to_nothing(body: bytes) -> None:
     """{} has no "Records": the proxy asks again rather than reading "shard closed" or bad payloads."""
     assert decode(body) == {}
+
+
+def _same(got: dict, expected: dict) -> None:
+    assert got.keys() == expected.keys()
+    if "Records" in got:
+        assert got["Records"].lists() == expected["Records"].lists()
+        assert got["Records"].payload_bytes == expected["Records"].payload_bytes
+    for key in ("NextShardIterator", "MillisBehindLatest", "ChildShards"):
+        assert got.get(key) == expected.get(key)
+
+
+_KEYS = st.text(min_size=1, max_size=12)  # any Unicode: quotes and backslashes leave the body to msgspec
+
+
+@st.composite
+def _bodies(draw: st.DrawFn) -> tuple[bytes, bool]:
+    """A GetRecords body in the many shapes a server may send; and whether it is one the scan must read
+    itself."""
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    count = draw(st.integers(0, 12))
+    encryption = draw(st.booleans())
+    one_order = draw(st.booleans())  # a server writes every record's members in one order
+    order = ["SequenceNumber", "ApproximateArrivalTimestamp", "Data", "PartitionKey", "EncryptionType"]
+    rng.shuffle(order)
+    records = []
+    for i in range(count):
+        record = {
+            "SequenceNumber": str(draw(st.integers(0, 10**56))),
+            "ApproximateArrivalTimestamp": draw(
+                st.sampled_from([1_700_000_000.123 + i, 1.7e9, 1_700_000_000, 1.441215410867e9])
+            ),
+            "Data": base64.b64encode(bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))).decode(),
+            "PartitionKey": draw(_KEYS),
+        }
+        if encryption:
+            record["EncryptionType"] = draw(st.sampled_from(["NONE", "KMS"]))
+        items = list(record.items())
+        if one_order:
+            items.sort(key=lambda item: order.index(item[0]))
+        else:
+            rng.shuffle(items)
+        records.append(dict(items))
+    top = [("Records", records)]
+    if draw(st.booleans()):
+        top.append(("NextShardIterator", draw(st.sampled_from(["AAAA/+==", "x" * 60]))))
+    if draw(st.booleans()):
+        top.append(("MillisBehindLatest", draw(st.integers(0, 10**9))))
+    if draw(st.booleans()):
+        top.append(("ChildShards", None))  # kinesis-local sends it as null on open shards
+    rng.shuffle(top)
+    doc = dict(top)
+    style = draw(st.sampled_from(["orjson", "spaced", "ascii"]))
+    if style == "orjson":
+        body = orjson.dumps(doc)
+    elif style == "spaced":
+        body = json.dumps(doc, ensure_ascii=False).encode()
+    else:
+        body = json.dumps(doc, separators=(",", ":")).encode()  # non-ASCII keys become \u escapes
+    # The scan must read compact bodies without escapes whose records list their members in one order.
+    return body, style != "spaced" and b"\\" not in body and (one_order or count <= 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_bodies())
+def test_scan_reads_what_msgspec_reads(case: tuple[bytes, bool]) -> None:
+    body, scannable = case
+    if scannable:
+        assert scan(body) is not None, body
+    _same(decode(body), decode_msgspec(body))
+
+
+def test_every_prefix_of_a_body_is_refused() -> None:
+    """A body cut anywhere (even right after a record's '}') decodes to {}, not to fewer records."""
+    records = [_record(i, os.urandom(i * 3)) for i in range(3)]
+    for body in (
+        _body(Records=records, NextShardIterator="AAAA", MillisBehindLatest=5),
+        _body(MillisBehindLatest=5, NextShardIterator="AAAA", Records=records),
+        _body(Records=[], MillisBehindLatest=0),
+    ):
+        assert decode(body) != {}
+        for cut in range(len(body)):
+            assert decode(body[:cut]) == {}, body[:cut]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda b: b.replace(b'"Data":"', b'"Data":"*', 1),  # not base64
+        lambda b: b.replace(b'"Data":"', b'"Data":"=AAA', 1),  # padding inside a value
+        lambda b: b.replace(b'"Data":"', b'"Data":"AA', 1),  # not whole 4-character groups
+        lambda b: b.replace(b'"ApproximateArrivalTimestamp":', b'"ApproximateArrivalTimestamp":x', 1),
+        lambda b: b.replace(b'"PartitionKey":"', b'"PartitionKey":"\xff', 1),  # not UTF-8
+        lambda b: b.replace(b'"Records":[', b'"Records":[{"Data":"AAAA"},', 1),  # a record short of members
+    ],
+)
+def test_damaged_bodies_are_not_read_by_the_scan(change) -> None:
+    body = change(_body(Records=[_record(i, b"abc") for i in range(3)], NextShardIterator="A"))
+    assert scan(body) is None
+    assert decode(body) == decode_msgspec(body)
+
+
+def test_a_member_moved_to_the_previous_record_is_not_read_as_aligned() -> None:
+    """Record 1's SequenceNumber written into record 0 instead: the member names still form a grid,
+    but a row no longer starts at a record's '{'. msgspec refuses the body (record 1 lacks a member)."""
+    body = _body(Records=[_record(0, b"abc"), _record(1, b"abc")], NextShardIterator="A")
+    seq1 = b'"SequenceNumber":"' + _record(1, b"")["SequenceNumber"].encode() + b'",'
+    assert body.count(seq1) == 1
+    body = body.replace(b"{" + seq1, b"{").replace(b'"NONE"},{', b'"NONE",' + seq1[:-1] + b"},{", 1)
+    assert scan(body) is None
+    assert decode(body) == decode_msgspec(body) == {}
+
+
+def test_unknown_members_are_left_to_msgspec() -> None:
+    body = _body(Records=[{**_record(0, b"x"), "NewField": "v"}], NextShardIterator="A", Later=1)
+    assert scan(body) is None
+    assert decode(body)["Records"].lists()[2] == [b"x"]

@@ -1,13 +1,14 @@
-"""GetRecords responses decoded straight from the JSON body into columns.
+"""GetRecords responses decoded straight from the JSON body into Arrow columns.
 
 botocore signs, sends and retries GetRecords (its credentials, SigV4, retry modes, connection pool),
 but its generic parser walks every record through the service model, turns each timestamp into a
 datetime and each payload into bytes one at a time: about 39 MB of payload per second per core.
-msgspec decodes the same body against a fixed schema in one C pass, base64 payloads included, several
-times faster (see docs/performance.md), and rejects a payload that is not valid base64 instead of
-silently dropping characters. So the clients the connector builds carry a response-parser factory
-whose JSON parser hands GetRecords bodies to `decode` and everything else (errors included) to
-botocore's own code.
+So the clients the connector builds carry a response-parser factory whose JSON parser hands GetRecords
+bodies to `decode` and everything else (errors included) to botocore's own code. `decode` reads the
+bodies of the usual shape with the vectorised scan (get_records_scan.py: no Python object per record)
+and any other with msgspec against a fixed schema, which is several times faster than botocore
+too (see docs/performance.md). Both refuse a payload that is not valid base64 instead of silently
+dropping characters.
 
 A body that is not a complete GetRecords document (a connection cut mid-body) decodes to {}: it has
 no "Records", and `KinesisProxy` asks again instead of reading it as "shard closed".
@@ -15,11 +16,16 @@ no "Records", and `KinesisProxy` asks again instead of reading it as "shard clos
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 from botocore.parsers import JSONParser, ResponseParserFactory
+
+from ..arrow_arrays import binary_array
+from .get_records_scan import scan
 
 OUTPUT_SHAPE = "GetRecordsOutput"
 
@@ -43,34 +49,77 @@ _DECODER = msgspec.json.Decoder(_Output)
 
 @dataclass(slots=True)
 class Records:
-    """The records of one GetRecords response, column by column."""
+    """The records of one GetRecords response, column by column, as Arrow arrays (the bulk path slices
+    them into the batch as they are). The record-by-record path (KPL aggregates, replays) reads them
+    as Python lists, made once per response when first asked for."""
 
-    seqs: list[str] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
-    data: list[bytes] = field(default_factory=list)
-    arrivals: list[float] = field(default_factory=list)  # epoch seconds, as Kinesis sends them
+    data: pa.BinaryArray
+    keys: pa.StringArray
+    seqs: pa.StringArray
+    arrivals: pa.DoubleArray  # epoch seconds, as Kinesis sends them
+    _lists: tuple[list[str], list[str], list[bytes], list[float]] | None = None
+    _payload_bytes: int = -1
 
-    _payload_bytes: int = -1  # computed once: pacing, limits and the Arrow build all need it
+    @classmethod
+    def from_lists(
+        cls, seqs: list[str], keys: list[str], data: list[bytes], arrivals: list[float]
+    ) -> Records:
+        return cls(
+            data=binary_array(data),
+            keys=pa.array(keys, pa.string()),
+            seqs=pa.array(seqs, pa.string()),
+            arrivals=pa.array(arrivals, pa.float64()),
+        )
 
     def __len__(self) -> int:
         return len(self.seqs)
 
     @property
     def payload_bytes(self) -> int:
+        """Payload bytes of the response: pacing, the limits and the Arrow build all need it."""
         if self._payload_bytes < 0:
-            self._payload_bytes = sum(map(len, self.data))
+            self._payload_bytes = self.bytes_before(len(self))
         return self._payload_bytes
+
+    def bytes_before(self, index: int) -> int:
+        """Payload bytes of the first `index` records."""
+        return pc.sum(pc.binary_length(self.data.slice(0, index))).as_py() or 0
+
+    def lists(self) -> tuple[list[str], list[str], list[bytes], list[float]]:
+        """(seqs, keys, data, arrivals) as Python lists."""
+        if self._lists is None:
+            self._lists = (
+                self.seqs.to_pylist(),
+                self.keys.to_pylist(),
+                self.data.to_pylist(),
+                self.arrivals.to_pylist(),
+            )
+        return self._lists
 
 
 def decode(body: bytes) -> dict[str, Any]:
-    """A GetRecords body -> {"Records": Records, "NextShardIterator", "MillisBehindLatest", "ChildShards"}."""
+    """A GetRecords body -> {"Records": Records, "NextShardIterator", "MillisBehindLatest", "ChildShards"}.
+    The vectorised scan reads the bodies it recognises; msgspec reads the others."""
+    scanned = scan(body)
+    if scanned is not None:
+        out: dict[str, Any] = {"Records": Records(scanned.data, scanned.keys, scanned.seqs, scanned.arrivals)}
+        if scanned.next_iterator is not None:
+            out["NextShardIterator"] = scanned.next_iterator
+        if scanned.millis_behind is not None:
+            out["MillisBehindLatest"] = scanned.millis_behind
+        return out
+    return decode_msgspec(body)
+
+
+def decode_msgspec(body: bytes) -> dict[str, Any]:
+    """`decode` by msgspec alone: any body, including those the scan leaves to it."""
     try:
         doc = _DECODER.decode(body)
-    except msgspec.DecodeError:  # validation errors included
+    except (msgspec.DecodeError, UnicodeDecodeError):  # validation errors included
         return {}
     raw = doc.records
     out: dict[str, Any] = {
-        "Records": Records(
+        "Records": Records.from_lists(
             seqs=[r.sequence_number for r in raw],
             keys=[r.partition_key for r in raw],
             data=[r.data for r in raw],
