@@ -261,13 +261,12 @@ def _payloads(buf: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Binary
     # '=' only as the last one or two characters of a value (the second only with the first).
     if np.any(pad2 > pad1) or np.count_nonzero(chars == _PAD) != int(pads.sum()):
         return None
-    writable = bytearray(chars)  # the one copy: padding becomes 'A' (zero bits) in place
-    del chars, encoded  # the base64 column is no longer needed: free it before decoding
-    padded = np.frombuffer(writable, np.uint8)
+    # Padding becomes 'A' (zero bits), in place: the column is a fresh copy this function owns.
+    padded = chars if chars.flags.writeable else chars.copy()
     padded[last[pad1 > 0] - 1] = _ZERO_BITS
     padded[last[pad2 > 0] - 2] = _ZERO_BITS
     try:
-        decoded = pybase64.b64decode(writable, validate=True)
+        decoded = pybase64.b64decode(padded, validate=True)
     except ValueError:
         return None
     first = bounds[:-1] // 4 * 3

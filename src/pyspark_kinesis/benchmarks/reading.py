@@ -33,12 +33,16 @@ def machine() -> str:
     )
 
 
-def _best(fn: Callable[[], Any], repeat: int) -> float:
-    best = float("inf")
+def _best(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
+    """Each function's best time over `repeat` rounds, the functions taking turns in every round: this
+    VM runs in faster and slower phases lasting seconds, and turns let every function meet the same
+    phases, so their ratios hold even when the absolute figures move."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
+        for index, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            best[index] = min(best[index], time.perf_counter() - start)
     return best
 
 
@@ -73,7 +77,7 @@ def get_records_body(size: int, count: int) -> bytes:
     return orjson.dumps({"Records": records, "NextShardIterator": "AAAAAAAA" * 20, "MillisBehindLatest": 0})
 
 
-# Best of this many: each run takes milliseconds, and on a shared VM interference only ever adds time.
+# Rounds: each run takes milliseconds, and on a shared VM interference only ever adds time.
 DECODE_REPEAT = 20
 
 
@@ -107,16 +111,16 @@ def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
             read.take(decode(body)["Records"], Position.trim_horizon())
             read.cols.to_arrow()
 
-        rows.append(
-            DecodeRow(
-                size,
-                count,
-                _best(lambda response=response: JSONParser().parse(response, shape), repeat),
-                _best(lambda body=body: decode_msgspec(body), repeat),
-                _best(lambda body=body: decode(body), repeat),
-                _best(path, repeat),
-            )
+        times = _best(
+            [
+                lambda response=response: JSONParser().parse(response, shape),
+                lambda body=body: decode_msgspec(body),
+                lambda body=body: decode(body),
+                path,
+            ],
+            repeat,
         )
+        rows.append(DecodeRow(size, count, *times))
     return rows
 
 
@@ -125,7 +129,7 @@ def markdown_decode(rows: list[DecodeRow]) -> str:
         "## 1. Decoding GetRecords responses (one core)",
         "",
         f"Measured {machine()}, with `pyspark-kinesis bench-decode`: one full GetRecords body (10,000 "
-        f"records, or 10 MB) per record size, best of {DECODE_REPEAT}. `botocore` is botocore's JSON parser (what a plain "
+        f"records, or 10 MB) per record size, best of {DECODE_REPEAT} rounds in which the four take turns. `botocore` is botocore's JSON parser (what a plain "
         "boto3 client does); `msgspec` is the project's decode by msgspec alone (the bodies the scan leaves "
         "to it); `decode` is `aws.get_records.decode` (the vectorised scan, into Arrow arrays); `path` adds "
         "what a task does with a response: cut it to the batch's limits and build the Arrow batch.",
