@@ -138,12 +138,12 @@ class ShardLimits:
 class Columns:
     """One shard's rows as columns, turned into an Arrow batch at the end. Responses taken in bulk
     arrive as slices of their Arrow arrays (`chunks`); rows taken one by one (aggregates, replays)
-    wait in the `pending` lists until the next slice or the end, so row order is kept."""
+    wait in the lists below until the next slice or the end become a chunk, so row order is kept."""
 
     stream: str
     arn: str
     shard: str
-    # (data, partitionKey, sequenceNumber, arrival seconds) of bulk rows; their subSequenceNumber is 0
+    # (data, partitionKey, sequenceNumber, arrival seconds, subSequenceNumber or None when all are 0)
     chunks: list[tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array | None]] = field(default_factory=list)
     data: list[bytes] = field(default_factory=list)  # pending rows, one by one
     keys: list[str] = field(default_factory=list)
