@@ -12,13 +12,11 @@ import pyarrow as pa
 _JOIN_FROM_MEAN_BYTES = 1024
 
 
-def binary_array(values: list[bytes], total: int | None = None) -> pa.Array:
+def binary_array(values: list[bytes]) -> pa.Array:
     """An Arrow binary array. Payload-sized values are joined into one buffer with computed offsets
     (half the cost of pa.array); small ones, where the offsets' per-value Python work dominates, go
-    through pa.array. Past int32 offsets (2 GiB) pa.array's own chunking takes over. `total`: the
-    values' summed length, when the caller knows it."""
-    if total is None:
-        total = sum(map(len, values))
+    through pa.array. Past int32 offsets (2 GiB) pa.array's own chunking takes over."""
+    total = sum(map(len, values))
     if total >= 2**31 or total < _JOIN_FROM_MEAN_BYTES * len(values):
         return pa.array(values, pa.binary())
     offsets = array("i", itertools.accumulate(map(len, values), initial=0))
