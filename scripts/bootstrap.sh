@@ -18,4 +18,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 export PYSPARK_KINESIS_NPM_DIR="$PWD/.local-kinesis"
-.venv/bin/python -c "from pyspark_kinesis.local import ensure_installed; ensure_installed()"
+.venv/bin/python -c "from pyspark_kinesis.tools.local import ensure_installed; ensure_installed()"

@@ -26,7 +26,7 @@ def demo(
     shards: int = typer.Option(2, min=1, max=64, help="Shards of the demo stream."),
 ) -> None:
     """Local Kinesis -> Spark -> Parquet, stopped and resumed from its checkpoint."""
-    from .demo import run
+    from .tools.demo import run
 
     raise typer.Exit(run(workdir, orders, shards))
 
@@ -39,7 +39,7 @@ def local_start(
     seconds: int = typer.Option(0, help="Stop after this many seconds (0: on Ctrl-C)."),
 ) -> None:
     """Start a local Kinesis server in the foreground and print its endpoint."""
-    from .local import LocalKinesis
+    from .tools.local import LocalKinesis
 
     server = LocalKinesis(kind, port or None, persist_dir).start()
     console.print(f"{kind} listening on [bold]{server.endpoint}[/] (log: {server.log_path}); Ctrl-C stops it")
@@ -58,7 +58,7 @@ def local_start(
 @local_app.command("install")
 def local_install() -> None:
     """Install the pinned local servers with npm (done automatically on first start)."""
-    from .local import ensure_installed
+    from .tools.local import ensure_installed
 
     console.print(f"installed in {ensure_installed()}")
 
@@ -69,7 +69,7 @@ def bench_assign(
     seed: int = typer.Option(24639, help="Seed of the simulation."),
 ) -> None:
     """Overload (FLINK-24639) of every shard assigner over simulated streams."""
-    from .benchmarks import assignment
+    from .tools.benchmarks import assignment
 
     rows = assignment.run(seed)
     table = Table(title=f"shard assignment overload ({len(rows) // 3} cases per assigner)")
@@ -104,7 +104,7 @@ def bench_sink(
     write: str = typer.Option(None, help="Also write the results as Markdown to this file."),
 ) -> None:
     """Sink records/s and MB/s against a plain boto3 PutRecords loop on kinesalite."""
-    from .benchmarks import sink
+    from .tools.benchmarks import sink
 
     results = sink.run(records, size, concurrency, shards, repeat)
     top = sink.best(results)
@@ -130,7 +130,7 @@ def bench_decode(
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """GetRecords decoding per core: botocore's parser against the connector's path, 100 B to 10 KB."""
-    from .benchmarks import reading
+    from .tools.benchmarks import reading
 
     rows = reading.run_decode()
     table = Table(title="GetRecords decode, one core")
@@ -173,7 +173,7 @@ def bench_read(
     import tempfile
     from pathlib import Path
 
-    from .benchmarks import reading
+    from .tools.benchmarks import reading
 
     counts = [int(s) for s in shards.split(",") if s.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-read-") as work:
@@ -203,7 +203,7 @@ def bench_latency(
     import tempfile
     from pathlib import Path
 
-    from .benchmarks import reading
+    from .tools.benchmarks import reading
 
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
         run = reading.run_latency(rate, seconds, shards, Path(work), kind)
@@ -224,7 +224,7 @@ def bench_api(
     import tempfile
     from pathlib import Path
 
-    from .benchmarks import reading
+    from .tools.benchmarks import reading
 
     with tempfile.TemporaryDirectory(prefix="bench-api-") as work:
         calls, window = reading.run_api(shards, seconds, Path(work), idle_ms)
@@ -237,7 +237,7 @@ def bench_api(
 @app.command()
 def options() -> None:
     """Print the source's options with their defaults."""
-    from .options import KNOWN_OPTIONS
+    from .source.options import KNOWN_OPTIONS
 
     table = Table(title="kinesis source options")
     table.add_column("option")

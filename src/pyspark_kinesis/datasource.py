@@ -31,16 +31,16 @@ from pyspark.sql.streaming.datasource import (
 
 from .aws.kinesis import KinesisProxy
 from .errors import OptionError
-from .fetching import FETCH_ATTEMPTS, ShardLimits, fetch_shard
-from .offsets import SourceOffset
-from .options import SourceConfig, parse_options
-from .planning import Planner, now_ms
-from .positions import LATEST, Position
-from .reading import ShardSlice, TaskPlan, read_task
-from .schema import SPARK_SCHEMA
-from .sink import KinesisBatchWriter, KinesisStreamWriter, check_schema, check_stream
-from .sink_options import parse_sink_options
-from .store import open_store
+from .model import LATEST, Position
+from .sink.options import parse_sink_options
+from .sink.writers import KinesisBatchWriter, KinesisStreamWriter, check_schema, check_stream
+from .source.fetching import FETCH_ATTEMPTS, ShardLimits, fetch_shard
+from .source.offsets import SourceOffset
+from .source.options import SourceConfig, parse_options
+from .source.planning import Planner, now_ms
+from .source.reading import ShardSlice, TaskPlan, read_task
+from .source.schema import SPARK_SCHEMA
+from .source.store import open_store
 
 log = logging.getLogger(__name__)
 _STARTUP_ATTEMPTS = 2  # start-up checks fail in seconds on a wrong endpoint instead of retrying for minutes

@@ -28,8 +28,8 @@ from typing import Any
 import boto3
 import orjson
 
-from pyspark_kinesis.local import LocalKinesis
-from pyspark_kinesis.local.fault_proxy import FaultProxy
+from pyspark_kinesis.tools.local import LocalKinesis
+from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.driver import output_rows, run_driver, start_driver
 from tests.helpers import merge, open_shards, split, wait_active
 

@@ -12,11 +12,11 @@ import pyarrow.compute as pc
 import pytest
 
 from pyspark_kinesis.aws.kinesis import KinesisProxy
-from pyspark_kinesis.aws_settings import AwsSettings
-from pyspark_kinesis.fetching import ShardLimits, fetch_shard
-from pyspark_kinesis.local.fault_proxy import FaultProxy
-from pyspark_kinesis.positions import Position
-from pyspark_kinesis.stream_specs import StreamSpec
+from pyspark_kinesis.config.aws_settings import AwsSettings
+from pyspark_kinesis.config.stream_specs import StreamSpec
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.fetching import ShardLimits, fetch_shard
+from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import client, new_stream, put
 from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_kinesis.local.fault_proxy import FaultProxy
+from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import assert_exactly_once, assert_shard_order, client, new_stream, put
 from tests.integration.streaming_util import Collector, reader, run_available_now
 

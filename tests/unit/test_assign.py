@@ -6,7 +6,7 @@ import random
 import pytest
 
 from pyspark_kinesis import assign
-from pyspark_kinesis.benchmarks.assignment import reshard_history, uniform, uniform_load, zipf_load
+from pyspark_kinesis.tools.benchmarks.assignment import reshard_history, uniform, uniform_load, zipf_load
 
 
 def ids(tasks):

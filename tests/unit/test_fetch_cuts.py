@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from pyspark_kinesis.aws.get_records import Records, decode
-from pyspark_kinesis.fetching import ShardLimits, _ShardRead
-from pyspark_kinesis.positions import Position
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.fetching import ShardLimits, _ShardRead
 
 PROXY = SimpleNamespace(name="orders", spec=SimpleNamespace(key="arn:aws:kinesis:us-east-1:1:stream/orders"))
 

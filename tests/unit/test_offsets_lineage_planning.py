@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from pyspark_kinesis import lineage
 from pyspark_kinesis.aws.kinesis import ShardInfo
-from pyspark_kinesis.offsets import ShardEnd, ShardState, SourceOffset, TaskEnd
-from pyspark_kinesis.planning import split_budget
-from pyspark_kinesis.positions import Position
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source import lineage
+from pyspark_kinesis.source.offsets import ShardEnd, ShardState, SourceOffset, TaskEnd
+from pyspark_kinesis.source.planning import split_budget
 
 
 def shard(sid, parent=None, adjacent=None, closed=False):

@@ -9,10 +9,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pyspark_kinesis.config.stream_specs import ENTRY_KEYS
 from pyspark_kinesis.errors import OptionError
-from pyspark_kinesis.options import KNOWN_OPTIONS, SourceConfig, parse_options
-from pyspark_kinesis.sink_options import SINK_OPTIONS, SinkConfig, parse_sink_options
-from pyspark_kinesis.stream_specs import ENTRY_KEYS
+from pyspark_kinesis.sink.options import SINK_OPTIONS, SinkConfig, parse_sink_options
+from pyspark_kinesis.source.options import KNOWN_OPTIONS, SourceConfig, parse_options
 
 SECRET_KEYS = ("awsSecretKey", "sessionToken", "externalId")
 values = st.one_of(

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from pyspark_kinesis.errors import OptionError
-from pyspark_kinesis.options import KNOWN_OPTIONS, parse_options
-from pyspark_kinesis.positions import AFTER, TIMESTAMP, TRIM, Position
+from pyspark_kinesis.model import AFTER, TIMESTAMP, TRIM, Position
+from pyspark_kinesis.source.options import KNOWN_OPTIONS, parse_options
 
 BASE = {"streamName": "orders", "region": "eu-west-1", "metadataPath": "/tmp/m"}
 
@@ -94,7 +94,7 @@ def test_position_round_trip():
 def test_every_sink_option_is_documented():
     from pathlib import Path
 
-    from pyspark_kinesis.sink_options import SINK_OPTIONS
+    from pyspark_kinesis.sink.options import SINK_OPTIONS
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "sink.md").read_text()
     for name, (default, _text) in SINK_OPTIONS.items():
@@ -108,7 +108,7 @@ def test_sink_stream_arn_sets_the_region_and_is_written_by_arn():
     from dataclasses import replace
 
     from pyspark_kinesis.aws.kinesis import sink_target
-    from pyspark_kinesis.sink_options import parse_sink_options
+    from pyspark_kinesis.sink.options import parse_sink_options
 
     config = parse_sink_options({"streamName": ARN})
     assert config.aws.region == "eu-west-1"

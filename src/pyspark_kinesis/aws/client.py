@@ -21,7 +21,7 @@ from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import NoCredentialsError
 
-from ..aws_settings import AwsSettings
+from ..config.aws_settings import AwsSettings
 from .get_records import ParserFactory
 
 _lock = threading.Lock()

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.parsers import JSONParser, ResponseParserFactory
 
-from ..arrow_arrays import binary_array
+from .arrow_arrays import binary_array
 from .get_records_scan import scan
 
 OUTPUT_SHAPE = "GetRecordsOutput"

@@ -15,10 +15,10 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from ..aws_settings import AwsSettings
+from ..config.aws_settings import AwsSettings
+from ..config.stream_specs import StreamSpec, arn_parts
 from ..errors import StreamAccessError
-from ..positions import Position
-from ..stream_specs import StreamSpec, arn_parts
+from ..model import Position
 from .client import kinesis_client
 
 MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up

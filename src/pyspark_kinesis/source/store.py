@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import fsspec
 
-from .errors import OptionError
+from ..errors import OptionError
 
 
 class BatchEndStore(ABC):

@@ -11,8 +11,8 @@ import difflib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from .errors import OptionError
-from .positions import Position
+from ..errors import OptionError
+from ..model import Position
 
 # Options Spark itself may pass along with the user's; accepted and ignored.
 SPARK_OPTIONS = frozenset({"path", "checkpointlocation"})

@@ -28,13 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
-from .arrow_arrays import binary_array
-from .aws.get_records import Records
-from .aws.kinesis import KinesisProxy
+from ..aws.arrow_arrays import binary_array
+from ..aws.get_records import Records
+from ..aws.kinesis import KinesisProxy
+from ..errors import DataLossError
+from ..model import AFTER, END, INSIDE, Position, seq_key
 from .deaggregation import MAGIC, deaggregate
-from .errors import DataLossError
 from .offsets import ShardEnd
-from .positions import AFTER, END, INSIDE, Position, seq_key
 from .schema import ARROW_SCHEMA
 
 MAX_GET_RECORDS = 10_000

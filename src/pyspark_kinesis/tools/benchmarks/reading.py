@@ -88,9 +88,9 @@ def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
     import botocore.session
     from botocore.parsers import JSONParser
 
-    from ..aws.get_records import decode, decode_msgspec
-    from ..fetching import ShardLimits, _ShardRead
-    from ..positions import Position
+    from ...aws.get_records import decode, decode_msgspec
+    from ...model import Position
+    from ...source.fetching import ShardLimits, _ShardRead
 
     shape = (
         botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .aws.kinesis import ShardInfo
+from ..aws.kinesis import ShardInfo
+from ..model import Position
 from .offsets import ShardState
-from .positions import Position
 
 
 def readable(states: Mapping[str, ShardState]) -> list[str]:

@@ -18,14 +18,14 @@ from dataclasses import dataclass, replace
 import orjson
 import pyarrow as pa
 
+from ..aws.kinesis import KinesisProxy
+from ..errors import CheckpointMismatchError
+from ..model import Position
 from . import faults
-from .aws.kinesis import KinesisProxy
-from .errors import CheckpointMismatchError
 from .fetching import FETCH_ATTEMPTS, Columns, ShardLimits, fetch_shard
 from .offsets import ShardEnd, ShardRef, TaskEnd
 from .options import SourceConfig
 from .planning import task_key
-from .positions import Position
 from .store import open_store
 
 MAX_THREADS = 16

@@ -17,14 +17,15 @@ from typing import TypeVar
 
 import orjson
 
-from . import assign, lineage
-from .aws.kinesis import KinesisProxy, ShardInfo
-from .errors import CheckpointMismatchError, StreamAccessError
+from .. import assign
+from ..aws.kinesis import KinesisProxy, ShardInfo
+from ..config.stream_specs import StreamSpec
+from ..errors import CheckpointMismatchError, StreamAccessError
+from ..model import LATEST, Position
+from . import lineage
 from .offsets import NO_TASK, ShardEnd, ShardRef, ShardState, SourceOffset, TaskEnd
 from .options import SourceConfig
-from .positions import LATEST, Position
 from .store import BatchEndStore
-from .stream_specs import StreamSpec
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)

@@ -49,7 +49,7 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
     from pyspark.sql import functions as F
 
     import pyspark_kinesis
-    from pyspark_kinesis.local import LocalKinesis
+    from pyspark_kinesis.tools.local import LocalKinesis
 
     root = Path(workdir or tempfile.mkdtemp(prefix="pyspark-kinesis-demo-"))
     root.mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,9 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .aws.kinesis import put_records
-from .errors import KinesisConnectorError
-from .sink_options import SinkConfig
+from ..aws.kinesis import put_records
+from ..errors import KinesisConnectorError
+from .options import SinkConfig
 
 MAX_RECORD_BYTES = 1024 * 1024  # data + partition key
 MAX_KEY_CHARS = 256

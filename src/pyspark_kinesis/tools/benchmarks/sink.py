@@ -36,9 +36,9 @@ def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> 
     environment()
     from botocore.config import Config
 
-    from pyspark_kinesis.local import LocalKinesis
-    from pyspark_kinesis.producing import Entry, Producer
-    from pyspark_kinesis.sink_options import parse_sink_options
+    from pyspark_kinesis.sink.options import parse_sink_options
+    from pyspark_kinesis.sink.producing import Entry, Producer
+    from pyspark_kinesis.tools.local import LocalKinesis
 
     payload = os.urandom(size // 2).hex().encode()[:size]
     payloads = [payload] * records

@@ -18,11 +18,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from .aws.kinesis import KinesisProxy, sink_target
-from .errors import OptionError
+from ..aws.kinesis import KinesisProxy, sink_target
+from ..config.stream_specs import arn_parts
+from ..errors import OptionError
+from .options import SinkConfig
 from .producing import Entry, Producer, SinkWriteError, invalid_reason
-from .sink_options import SinkConfig
-from .stream_specs import arn_parts
 
 log = logging.getLogger(__name__)
 _COLUMNS = {"data", "partitionKey", "explicitHashKey", "streamName"}

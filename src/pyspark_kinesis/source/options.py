@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .aws_settings import AWS_OPTIONS
-from .errors import OptionError
-from .option_values import bool_option, fold, int_option, parse_position
-from .positions import Position
-from .stream_specs import StreamSpec, parse_streams
+from ..config.aws_settings import AWS_OPTIONS
+from ..config.option_values import bool_option, fold, int_option, parse_position
+from ..config.stream_specs import StreamSpec, parse_streams
+from ..errors import OptionError
+from ..model import Position
 
 # name -> (default shown in docs, one-line description). docs/options.md is checked against this
 # table by a test, so docs and code cannot drift apart.
@@ -127,7 +127,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
 
 
 def _assigner(opts: Mapping[str, str]) -> str:
-    from . import assign
+    from .. import assign
 
     name = (opts.get("shardAssigner") or "balanced").strip()
     try:

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import date
 
-from .. import assign
+from ... import assign
 
 SPACE = assign.HASH_SPACE
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .positions import Position
+from ..model import Position
 
 FORMAT_VERSION = 2
 NO_TASK = -1  # a shard that this batch does not read (idle, waiting for parents, or finished)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
-from .errors import OptionError
-from .option_values import bool_option, fold, int_option
-from .stream_specs import check_arn_region, parse_arn
+from ..config.aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
+from ..config.option_values import bool_option, fold, int_option
+from ..config.stream_specs import check_arn_region, parse_arn
+from ..errors import OptionError
 
 SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "streamName": (

@@ -19,10 +19,10 @@ from typing import Any
 
 import orjson
 
+from ..errors import OptionError
+from ..model import LATEST, Position
 from .aws_settings import AwsSettings, aws_settings
-from .errors import OptionError
 from .option_values import parse_position
-from .positions import LATEST, Position
 
 _ARN = re.compile(r"^arn:(aws[a-z-]*):kinesis:([a-z0-9-]+):(\d{12}):stream/([A-Za-z0-9_.-]{1,128})$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")

@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from .errors import OptionError
+from ..errors import OptionError
 from .option_values import int_option
 
 # The options every AWS call takes, shared by the source and the sink. name -> (default, meaning).
