@@ -29,3 +29,7 @@ class CheckpointMismatchError(KinesisConnectorError):
 
 class DataLossError(KinesisConnectorError):
     """Records a committed batch covered are no longer in the stream (past retention)."""
+
+
+class SinkWriteError(KinesisConnectorError):
+    """Records could not be written within maxRetryTimeMs, or a record is invalid."""

@@ -1,4 +1,8 @@
-"""A position inside one shard, as a plain value that round-trips through Spark's offset log.
+"""The Kinesis vocabulary the connector speaks in, as plain values with no I/O.
+
+- `Position`: a place inside one shard, which round-trips through Spark's offset log.
+- `ShardInfo`: what ListShards says about a shard (lineage, hash-key range, closed or open).
+- `ShardRef`: a shard's identity across the streams of one source, (stream ARN, shard id).
 
 Kinesis has no per-shard offset integer; a position is one of: the shard's oldest record, a point in
 time, "after record S" (all its KPL sub-records consumed), "inside aggregate S after sub-record n"
@@ -10,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+ShardRef = tuple[str, str]  # (stream ARN, shard id): shard ids repeat across streams
 
 TRIM = "trim"
 TIMESTAMP = "ts"
@@ -103,3 +109,40 @@ class Position:
 def seq_key(seq: str) -> int:
     """Sequence numbers order numerically, and only within one shard."""
     return int(seq)
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """What ListShards says about a shard, reduced to what planning needs."""
+
+    shard_id: str
+    parent: str | None
+    adjacent_parent: str | None
+    start_hash: int
+    end_hash: int
+    closed: bool  # has an EndingSequenceNumber
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.parent, self.adjacent_parent) if p)
+
+    def to_api(self) -> dict[str, Any]:
+        """Back to the ListShards shape the assigners take."""
+        return {
+            "ShardId": self.shard_id,
+            "ParentShardId": self.parent,
+            "AdjacentParentShardId": self.adjacent_parent,
+            "HashKeyRange": {"StartingHashKey": str(self.start_hash), "EndingHashKey": str(self.end_hash)},
+        }
+
+    @staticmethod
+    def from_api(shard: dict[str, Any]) -> ShardInfo:
+        keys = shard.get("HashKeyRange", {})
+        return ShardInfo(
+            shard_id=shard["ShardId"],
+            parent=shard.get("ParentShardId"),
+            adjacent_parent=shard.get("AdjacentParentShardId"),
+            start_hash=int(keys.get("StartingHashKey", 0)),
+            end_hash=int(keys.get("EndingHashKey", 0)),
+            closed="EndingSequenceNumber" in shard.get("SequenceNumberRange", {}),
+        )

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from pyspark_kinesis.aws.kinesis import ShardInfo
-from pyspark_kinesis.model import Position
+from pyspark_kinesis.model import Position, ShardInfo
 from pyspark_kinesis.source import lineage
 from pyspark_kinesis.source.offsets import ShardEnd, ShardState, SourceOffset, TaskEnd
 from pyspark_kinesis.source.planning import split_budget

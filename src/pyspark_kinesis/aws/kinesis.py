@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import (
@@ -18,59 +18,11 @@ from botocore.exceptions import (
 from ..config.aws_settings import AwsSettings
 from ..config.stream_specs import StreamSpec, arn_parts
 from ..errors import StreamAccessError
-from ..model import Position
+from ..model import Position, ShardInfo
 from .client import kinesis_client
+from .errors import CREDENTIAL_CODES
 
 MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
-
-_CREDENTIAL_CODES = frozenset(
-    {
-        "UnrecognizedClientException",
-        "InvalidSignatureException",
-        "AccessDeniedException",
-        "ExpiredTokenException",
-        "InvalidClientTokenId",
-        "SignatureDoesNotMatch",
-        "IncompleteSignature",
-    }
-)
-
-
-@dataclass(frozen=True)
-class ShardInfo:
-    """What ListShards says about a shard, reduced to what planning needs."""
-
-    shard_id: str
-    parent: str | None
-    adjacent_parent: str | None
-    start_hash: int
-    end_hash: int
-    closed: bool  # has an EndingSequenceNumber
-
-    @property
-    def parents(self) -> tuple[str, ...]:
-        return tuple(p for p in (self.parent, self.adjacent_parent) if p)
-
-    def to_api(self) -> dict[str, Any]:
-        """Back to the ListShards shape the assigners take."""
-        return {
-            "ShardId": self.shard_id,
-            "ParentShardId": self.parent,
-            "AdjacentParentShardId": self.adjacent_parent,
-            "HashKeyRange": {"StartingHashKey": str(self.start_hash), "EndingHashKey": str(self.end_hash)},
-        }
-
-    @staticmethod
-    def from_api(shard: dict[str, Any]) -> ShardInfo:
-        keys = shard.get("HashKeyRange", {})
-        return ShardInfo(
-            shard_id=shard["ShardId"],
-            parent=shard.get("ParentShardId"),
-            adjacent_parent=shard.get("AdjacentParentShardId"),
-            start_hash=int(keys.get("StartingHashKey", 0)),
-            end_hash=int(keys.get("EndingHashKey", 0)),
-            closed="EndingSequenceNumber" in shard.get("SequenceNumberRange", {}),
-        )
 
 
 def describe_failure(exc: Exception, spec: StreamSpec) -> StreamAccessError:
@@ -99,7 +51,7 @@ def describe_failure(exc: Exception, spec: StreamSpec) -> StreamAccessError:
             return StreamAccessError(
                 f"Kinesis {where} does not exist. Create it, or fix the 'streamName'/'streams'/'region' options."
             )
-        if code in _CREDENTIAL_CODES:
+        if code in CREDENTIAL_CODES:
             return StreamAccessError(
                 f"AWS refused the credentials for {where} ({code}). Check the awsAccessKeyId/awsSecretKey/"
                 "sessionToken/roleArn options or the default credential chain, and the IAM policy "
@@ -221,7 +173,7 @@ def put_records(settings: AwsSettings, stream: str, entries: list[dict[str, Any]
         response = kinesis_client(spec.aws, agent="sink").put_records(**spec.api_args(), Records=entries)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code")
-        if code in ("ResourceNotFoundException", *_CREDENTIAL_CODES) or exc.operation_name == "AssumeRole":
+        if code in ("ResourceNotFoundException", *CREDENTIAL_CODES) or exc.operation_name == "AssumeRole":
             raise describe_failure(exc, spec) from None
         raise
     except (EndpointConnectionError, NoCredentialsError) as exc:

@@ -22,17 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..aws.kinesis import put_records
-from ..errors import KinesisConnectorError
+from ..errors import SinkWriteError
 from .options import SinkConfig
 
 MAX_RECORD_BYTES = 1024 * 1024  # data + partition key
 MAX_KEY_CHARS = 256
 BASE_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 2.0
-
-
-class SinkWriteError(KinesisConnectorError):
-    """Records could not be written within maxRetryTimeMs, or a record is invalid."""
 
 
 @dataclass

@@ -20,9 +20,9 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from ..aws.kinesis import KinesisProxy, sink_target
 from ..config.stream_specs import arn_parts
-from ..errors import OptionError
+from ..errors import OptionError, SinkWriteError
 from .options import SinkConfig
-from .producing import Entry, Producer, SinkWriteError, invalid_reason
+from .producing import Entry, Producer, invalid_reason
 
 log = logging.getLogger(__name__)
 _COLUMNS = {"data", "partitionKey", "explicitHashKey", "streamName"}

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from ..aws.arrow_arrays import binary_array
+from ..aws.errors import CALL_ERRORS, is_expired_iterator, is_retryable
 from ..aws.get_records import Records
 from ..aws.kinesis import KinesisProxy
 from ..errors import DataLossError
@@ -49,18 +49,6 @@ _MAX_CALLS = 100_000  # hard bound on one shard's calls in one batch (the time b
 CLOSED_EMPTY_READS = 3
 _REPLAY_RETRIES = 30  # failed calls in a row a replay accepts before the task fails
 _BACKOFF_BASE_S, _BACKOFF_MAX_S = 0.1, 5.0
-_RETRYABLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "LimitExceededException",
-        "ThrottlingException",
-        "KMSThrottlingException",
-        "InternalFailure",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-    }
-)
 
 
 class Pacer:
@@ -251,16 +239,6 @@ def _position_after(seq: str, sub: int, total: int) -> Position:
     return Position.after(seq) if sub >= total - 1 else Position.inside(seq, sub)
 
 
-def _retryable(exc: Exception) -> bool:
-    if isinstance(exc, ConnectionError | HTTPClientError):
-        return True
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return error.get("Code") in _RETRYABLE_CODES or status >= 500
-    return False
-
-
 class _ShardRead:
     """The state of one shard's read in one batch."""
 
@@ -407,14 +385,11 @@ def fetch_shard(
                 want = max(1, min(MAX_GET_RECORDS, limits.max_records - len(read.cols)))
             started = PACER.before_call(key)
             response = proxy.get_records(iterator, want)
-        except (ClientError, ConnectionError, HTTPClientError) as exc:
-            if (
-                isinstance(exc, ClientError)
-                and exc.response.get("Error", {}).get("Code") == "ExpiredIteratorException"
-            ):
+        except CALL_ERRORS as exc:
+            if is_expired_iterator(exc):
                 iterator = None
                 continue
-            if not _retryable(exc):
+            if not is_retryable(exc):
                 raise
             failures += 1
             if until is not None and failures > _REPLAY_RETRIES:

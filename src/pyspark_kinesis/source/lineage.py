@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..aws.kinesis import ShardInfo
-from ..model import Position
+from ..model import Position, ShardInfo
 from .offsets import ShardState
 
 

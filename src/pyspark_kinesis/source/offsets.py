@@ -15,13 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import Position
+from ..model import Position, ShardRef
 
 FORMAT_VERSION = 2
 NO_TASK = -1  # a shard that this batch does not read (idle, waiting for parents, or finished)
-
-
-ShardRef = tuple[str, str]  # (stream ARN, shard id)
 
 
 def _split(text: str) -> tuple[str, ...]:

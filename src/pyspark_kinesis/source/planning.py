@@ -18,12 +18,12 @@ from typing import TypeVar
 import orjson
 
 from .. import assign
-from ..aws.kinesis import KinesisProxy, ShardInfo
+from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
 from ..errors import CheckpointMismatchError, StreamAccessError
-from ..model import LATEST, Position
+from ..model import LATEST, Position, ShardInfo, ShardRef
 from . import lineage
-from .offsets import NO_TASK, ShardEnd, ShardRef, ShardState, SourceOffset, TaskEnd
+from .offsets import NO_TASK, ShardEnd, ShardState, SourceOffset, TaskEnd
 from .options import SourceConfig
 from .store import BatchEndStore
 

@@ -20,10 +20,10 @@ import pyarrow as pa
 
 from ..aws.kinesis import KinesisProxy
 from ..errors import CheckpointMismatchError
-from ..model import Position
+from ..model import Position, ShardRef
 from . import faults
 from .fetching import FETCH_ATTEMPTS, Columns, ShardLimits, fetch_shard
-from .offsets import ShardEnd, ShardRef, TaskEnd
+from .offsets import ShardEnd, TaskEnd
 from .options import SourceConfig
 from .planning import task_key
 from .store import open_store

@@ -1,0 +1,67 @@
+"""What an AWS error means for the connector: retry it, re-obtain an iterator, or stop and tell the user.
+
+botocore already retries throttling and 5xx within one call (its retry modes); these sets decide
+what the connector's own loops do with the errors left after botocore gave up. They live here, beside
+the code that makes the calls, so that no other layer needs to know AWS error codes.
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+# Worth another try after a pause: throttling, and the service's own transient failures.
+RETRYABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "ThrottlingException",
+        "KMSThrottlingException",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+    }
+)
+
+# The credentials (or the role behind them) were refused: retrying cannot help, the user must act.
+CREDENTIAL_CODES = frozenset(
+    {
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "AccessDeniedException",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "IncompleteSignature",
+    }
+)
+
+# Exceptions a Kinesis call may raise that the fetch loop inspects (everything else propagates).
+CALL_ERRORS = (ClientError, ConnectionError, HTTPClientError)
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ClientError ('' for anything else)."""
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """A connection failure, throttling or a 5xx: the call may succeed if made again later."""
+    if isinstance(exc, ConnectionError | HTTPClientError):
+        return True
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return error_code(exc) in RETRYABLE_CODES or status >= 500
+    return False
+
+
+def is_expired_iterator(exc: BaseException) -> bool:
+    """The shard iterator is older than 5 minutes (or unknown to the server): obtain a new one."""
+    return error_code(exc) == "ExpiredIteratorException"
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """The stream, or one of its shards, does not exist (deleted, or a shard past retention)."""
+    return error_code(exc) == "ResourceNotFoundException"
