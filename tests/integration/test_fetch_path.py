@@ -126,7 +126,7 @@ def test_a_closed_shard_is_read_to_its_end_through_empty_responses(kinesalite):
     """kinesalite may end a closed shard only on the second empty read after its last record; a read that
     stopped at the first one would leave the shard open forever and its children waiting (found by
     the chaos suite: an AvailableNow run ended with the children of such a shard unread)."""
-    from pyspark_kinesis import fetching
+    from pyspark_kinesis.source.worker_state import ITERATORS
     from tests.helpers import split
 
     kin = client(kinesalite.endpoint)
@@ -144,6 +144,6 @@ def test_a_closed_shard_is_read_to_its_end_through_empty_responses(kinesalite):
     cols, second = fetch_shard(source, parent["ShardId"], first.end, limits)
     assert len(cols) == 0 and second.end.is_end and not second.at_tip
     # A replay of that batch reaches the recorded end (the shard's end) the same way.
-    fetching.ITERATORS = fetching.IteratorCache()
+    ITERATORS.clear()
     cols, replay = fetch_shard(source, parent["ShardId"], first.end, limits, until=second.end)
     assert len(cols) == 0 and replay.end.is_end

@@ -22,7 +22,8 @@ from ..aws.kinesis import KinesisProxy
 from ..errors import CheckpointMismatchError
 from ..model import Position, ShardRef
 from . import faults
-from .fetching import FETCH_ATTEMPTS, Columns, ShardLimits, fetch_shard
+from .columns import Columns
+from .fetching import FETCH_ATTEMPTS, ShardLimits, fetch_shard
 from .offsets import ShardEnd, TaskEnd
 from .options import SourceConfig
 from .planning import task_key
