@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pyspark_kinesis.datasource import resolve_streams
 from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.batch_log import task_key
+from pyspark_kinesis.source.discovery import resolve_streams
+from pyspark_kinesis.source.offsets import ShardSlice, TaskPlan
 from pyspark_kinesis.source.options import parse_options
-from pyspark_kinesis.source.planning import task_key
-from pyspark_kinesis.source.reading import ShardSlice, TaskPlan, read_task
+from pyspark_kinesis.source.reading import read_task
 from pyspark_kinesis.source.store import open_store
 from tests.driver import config, output_rows, run_driver, start_driver
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put

@@ -205,3 +205,39 @@ class TaskEnd:
                 for sid, end in shards.items()
             },
         )
+
+
+@dataclass(frozen=True)
+class ShardSlice:
+    stream: str  # the stream's ARN
+    shard_id: str
+    start: Position
+    max_records: int
+    max_bytes: int
+    closed: bool = False  # known to be closed: read on through empty responses to its end
+
+    @property
+    def ref(self) -> ShardRef:
+        return (self.stream, self.shard_id)
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything one Spark task needs; pickled into the InputPartition."""
+
+    token: str
+    batch: int
+    task: int
+    shards: tuple[ShardSlice, ...]
+    cutoff_ms: int | None
+
+
+@dataclass(frozen=True)
+class BackfillSlice:
+    """One task of a batch read (a backfill): one shard from `start` to records that arrived by `cutoff_ms`."""
+
+    stream: str  # the stream's ARN
+    shard_id: str
+    start: Position
+    closed: bool
+    cutoff_ms: int

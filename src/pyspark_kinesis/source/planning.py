@@ -1,7 +1,7 @@
 """Driver-side planning: the initial offset, each next offset, and the tasks of a batch.
 
-The driver never calls GetRecords. It learns where batch k stopped from the tasks' records under
-metadataPath, turns those ends into the start positions of batch k+1, applies the lineage rule and
+The driver never calls GetRecords. It learns where batch k stopped from the tasks' records in the
+batch-end log, turns those ends into the start positions of batch k+1, applies the lineage rule and
 Spark's read limit, and decides which task reads which shard. Everything it decides goes into the
 offset, so a restarted driver replans a logged batch identically from the checkpoint alone.
 """
@@ -9,42 +9,24 @@ offset, so a restarted driver replans a logged batch identically from the checkp
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TypeVar
-
-import orjson
 
 from .. import assign
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
-from ..errors import CheckpointMismatchError, StreamAccessError
-from ..model import LATEST, Position, ShardInfo, ShardRef
+from ..errors import CheckpointMismatchError
+from ..model import ShardRef
 from . import lineage
-from .offsets import NO_TASK, ShardEnd, ShardState, SourceOffset, TaskEnd
+from .batch_log import BatchEndLog
+from .discovery import ShardDiscovery, now_ms
+from .offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, TaskPlan
 from .options import SourceConfig
-from .store import BatchEndStore
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
-
-
-def batch_folder(token: str, batch: int) -> str:
-    return f"{token}/batch-{batch:012d}"
-
-
-def task_key(token: str, batch: int, task: int) -> str:
-    return f"{batch_folder(token, batch)}/task-{task:05d}.json"
-
-
-def source_key(token: str) -> str:
-    return f"{token}/source.json"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def split_budget(total: int, shard_ids: list[K], rotate: int) -> dict[K, int]:
@@ -58,74 +40,63 @@ def split_budget(total: int, shard_ids: list[K], rotate: int) -> dict[K, int]:
     return out
 
 
-@dataclass
-class _Stream:
-    """The planner's caches for one stream: its AWS proxy, when it was last listed, what was listed."""
-
-    spec: StreamSpec
-    proxy: KinesisProxy
-    last_discovery_ms: int = 0
-    infos: dict[str, ShardInfo] = field(default_factory=dict)  # latest ListShards view, for hash ranges
+def plan_tasks(offset: SourceOffset, config: SourceConfig) -> list[TaskPlan]:
+    """The tasks of the batch `offset` describes, in task order: what each reads, from where, within
+    which budget. Shards of streams no longer in the options are left out (their settings are gone)."""
+    plans = []
+    for task, refs in sorted(offset.tasks().items()):
+        kept = [ref for ref in refs if config.stream(ref[0]) is not None]
+        if len(kept) < len(refs):
+            # A batch logged before a restart that removed streams: the removed ones cannot be read;
+            # they leave the query here, as from the next batch on.
+            log.warning(
+                "Batch %d: skipping shards of streams no longer in the options: %s",
+                offset.batch,
+                ", ".join(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept})),
+            )
+        if not kept:
+            continue
+        slices = tuple(
+            ShardSlice(stream, sid, state.position, state.max_records, state.max_bytes, state.closed)
+            for stream, sid in kept
+            for state in (offset.state((stream, sid)),)
+        )
+        plans.append(TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms))
+    return plans
 
 
 class Planner:
-    """Plans batches for one query run. Holds only caches; the truth is the offset and the store."""
+    """Plans batches for one query run. Holds only caches; the truth is the offset and the log."""
 
     def __init__(
         self,
         config: SourceConfig,
-        store: BatchEndStore,
+        batch_log: BatchEndLog,
         proxy_factory: Callable[[StreamSpec], KinesisProxy],
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.config = config
-        self.store = store
-        self._proxy_factory = proxy_factory
-        self._streams: dict[str, _Stream] = {}
-        self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
+        self.log = batch_log
         self.clock = clock
+        self.discovery = ShardDiscovery(config, proxy_factory, clock)
+        self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow
         self._ends_cache: tuple[int, dict[ShardRef, ShardEnd]] | None = None
         self._checked_tokens: set[str] = set()
-        self._collected_below = 0
         self._done: set[ShardRef] = set()
         self._initial: SourceOffset | None = None
         self._load: dict[ShardRef, float] = {}  # recent bytes per batch per shard (moving average)
 
-    def _stream(self, key: str) -> _Stream:
-        if key not in self._streams:
-            spec = self.config.stream(key)
-            assert spec is not None, f"stream {key} is not in the options"
-            self._streams[key] = _Stream(spec, self._proxy_factory(spec))
-        return self._streams[key]
-
-    # -- start of a new query, or of a stream added to it ----------------------------------------
+    # -- start of a new query --------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
         """Computed once per run: Spark may ask more than once, and every answer must be the same."""
         if self._initial is None:
-            self._initial = self._new_initial_offset()
+            streams = {spec.key: self.discovery.initial_states(spec.key) for spec in self.config.streams}
+            token = uuid.uuid4().hex
+            self.log.start_query(token, sorted(streams))
+            self._checked_tokens.add(token)
+            self._initial = SourceOffset(token=token, batch=-1, streams=streams)
         return self._initial
-
-    def _new_initial_offset(self) -> SourceOffset:
-        streams = {spec.key: self._initial_states(spec.key) for spec in self.config.streams}
-        token = uuid.uuid4().hex
-        meta = {"token": token, "streams": sorted(streams)}
-        self.store.put_if_absent(source_key(token), orjson.dumps(meta))
-        self._checked_tokens.add(token)
-        return SourceOffset(token=token, batch=-1, streams=streams)
-
-    def _initial_states(self, key: str) -> dict[str, ShardState]:
-        stream = self._stream(key)
-        start = stream.spec.starting_position
-        listed = stream.proxy.list_shards(open_only=start.kind == LATEST)
-        stream.last_discovery_ms = self.clock()
-        stream.infos = {s.shard_id: s for s in listed}
-        if start.kind == LATEST:
-            # "From the moment the query first started": pinned as a timestamp in the first offset, so
-            # records put between now and the first batch are read, and a restart does not move it.
-            start = Position.at_timestamp(self.clock())
-            listed = lineage.open_only(listed)
-        return lineage.initial_states(listed, start)
 
     # -- checks that the checkpoint and the records belong together ------------------------------
     def check_offset(self, offset: SourceOffset) -> None:
@@ -136,22 +107,9 @@ class Planner:
                 f"the options name {', '.join(sorted(configured))}: none of them. Use a new checkpointLocation "
                 "(and metadataPath) for other streams; to add or remove streams, keep at least one."
             )
-        if offset.token in self._checked_tokens:
-            return
-        raw = self.store.get(source_key(offset.token))
-        if raw is None:
-            raise CheckpointMismatchError(
-                f"metadataPath '{self.config.metadata_path}' holds no records for this checkpoint "
-                f"(query token {offset.token}). Restart with the metadataPath the query was first started "
-                "with, or start over with a new checkpointLocation."
-            )
-        meta = orjson.loads(raw)
-        if meta.get("token") != offset.token:
-            raise CheckpointMismatchError(
-                f"The records under metadataPath '{self.config.metadata_path}' belong to another query "
-                f"(token {meta.get('token')}, not {offset.token}). Use the metadataPath of this query."
-            )
-        self._checked_tokens.add(offset.token)
+        if offset.token not in self._checked_tokens:
+            self.log.check_query(offset.token)
+            self._checked_tokens.add(offset.token)
 
     # -- reading what the last batch did ---------------------------------------------------------
     def recorded_ends(self, offset: SourceOffset) -> dict[ShardRef, ShardEnd]:
@@ -163,43 +121,25 @@ class Planner:
         ends: dict[ShardRef, ShardEnd] = {}
         for task, all_refs in offset.tasks().items():
             # Shards of streams removed from the options were not read when the batch ran after the
-            # restart (see KinesisStreamReader.partitions): they have no end to find.
+            # restart (see `plan_tasks`): they have no end to find.
             refs = [ref for ref in all_refs if ref[0] in self._configured]
             if not refs:
                 continue
-            raw = self.store.get(task_key(offset.token, offset.batch, task))
-            if raw is None:
+            record = self.log.read(offset.token, offset.batch, task)
+            if record is None:
                 raise CheckpointMismatchError(
                     f"The batch-end record of batch {offset.batch}, task {task} is missing under metadataPath "
                     f"'{self.config.metadata_path}', although the checkpoint says that batch ran. The "
                     "metadataPath was changed or cleaned; restore it, or start over with a new checkpointLocation."
                 )
-            record = TaskEnd.from_json(orjson.loads(raw))
-            for ref in refs:
-                end = record.shards.get(ref)
-                if end is None or end.start != offset.state(ref).position:
-                    raise CheckpointMismatchError(
-                        f"The batch-end record of batch {offset.batch}, task {task} does not match the "
-                        f"checkpoint for shard {ref[1]} of {ref[0]}. metadataPath must belong to this "
-                        "checkpoint only."
-                    )
-                ends[ref] = end
+            self.log.check(record, {ref: offset.state(ref).position for ref in refs})
+            ends.update((ref, record.shards[ref]) for ref in refs)
         self._ends_cache = (offset.batch, ends)
         for ref, end in ends.items():
             previous = self._load.get(ref)
             self._load[ref] = end.bytes if previous is None else 0.5 * previous + 0.5 * end.bytes
-        self._collect_garbage(offset)
+        self.log.collect(offset.token, offset.batch)
         return ends
-
-    def _collect_garbage(self, offset: SourceOffset) -> None:
-        """Batches before `offset.batch` can never be replayed nor re-planned once batch `offset.batch`
-        ran (its start positions are in the checkpoint), so their records go."""
-        if offset.batch <= self._collected_below:
-            return
-        for name in self.store.list_folders(offset.token):
-            if name.startswith("batch-") and int(name[6:]) < offset.batch:
-                self.store.delete_folder(f"{offset.token}/{name}")
-        self._collected_below = offset.batch
 
     # -- the next offset -------------------------------------------------------------------------
     def advance(
@@ -229,41 +169,9 @@ class Planner:
             )
         for key in self._configured:
             if key not in out:
-                out[key] = self._initial_states(key)
+                out[key] = self.discovery.initial_states(key)
                 log.info("Kinesis stream %s was added to the options: read from its starting position", key)
         return out
-
-    def _discover(self, key: str, states: dict[str, ShardState], force: bool) -> dict[str, ShardState]:
-        """A full listing (not filtered): it must also show which known shards expired. One stream's
-        failing listing (throttled, region down) is logged and retried at the next interval; the other
-        streams go on."""
-        stream = self._stream(key)
-        due = self.clock() - stream.last_discovery_ms >= self.config.shard_discovery_interval_ms
-        # AvailableNow: a listing from before the cutoff could show a shard closed just before it as
-        # open, and a read at its tip would then count it done with its children unread.
-        due = due or (self.cutoff_ms is not None and stream.last_discovery_ms < self.cutoff_ms)
-        if not (force or due):
-            return states
-        stream.last_discovery_ms = self.clock()
-        try:
-            listed: list[ShardInfo] = stream.proxy.list_shards()
-        except StreamAccessError as exc:
-            log.warning("Kinesis stream %s: shard discovery failed, retried later: %s", key, exc)
-            return states
-        stream.infos = {s.shard_id: s for s in listed}
-        merged = lineage.merge_discovered(states, listed)
-        added = sorted(set(merged) - set(states))
-        if added:
-            log.info("Kinesis stream %s: new shards %s", key, ", ".join(added))
-        merged, expired = lineage.mark_expired(merged, listed)
-        if expired:
-            log.warning(
-                "Kinesis stream %s: shards %s are past retention before being read to their end; their "
-                "unread records are lost and their children start now",
-                key,
-                ", ".join(expired),
-            )
-        return merged
 
     def next_offset(self, start: SourceOffset, max_rows: int | None, max_bytes: int | None) -> SourceOffset:
         """The offset of the next batch, or `start` itself when there is nothing to read now."""
@@ -272,7 +180,8 @@ class Planner:
         streams = self._follow_options(self.advance(start, ends))
         for key in streams:
             closed_seen = any(e.end.is_end for (k, _sid), e in ends.items() if k == key)
-            streams[key] = lineage.prune_finished(self._discover(key, streams[key], force=closed_seen))
+            refreshed = self.discovery.refresh(key, streams[key], force=closed_seen, cutoff_ms=self.cutoff_ms)
+            streams[key] = lineage.prune_finished(refreshed)
 
         now = self.clock()
         drained = self._drained_now(start, ends)
@@ -304,7 +213,7 @@ class Planner:
             return start
         for ref, task in self._assign(to_read).items():
             key, sid = ref
-            info = self._stream(key).infos.get(sid)
+            info = self.discovery.info(key, sid)
             streams[key][sid] = replace(
                 streams[key][sid],
                 task=task,
@@ -331,7 +240,7 @@ class Planner:
         by_uid: dict[str, ShardRef] = {}
         shards = []
         for key, sid in sorted(refs):
-            info = self._stream(key).infos.get(sid)
+            info = self.discovery.info(key, sid)
             shard = info.to_api() if info is not None else {"ShardId": sid}
             for parent in ("ParentShardId", "AdjacentParentShardId"):
                 if shard.get(parent):
@@ -352,6 +261,7 @@ class Planner:
             self._done = set()
             return self._done
         # At the tip means nothing was left when the response was made, which was after the cutoff
-        # (the run's shard list is from after it too, see `_discover`): no record put before it is left.
+        # (the run's shard list is from after it too, see `ShardDiscovery.refresh`): no record put
+        # before it is left.
         self._done |= {ref for ref, e in ends.items() if e.reached_cutoff or e.at_tip}
         return self._done

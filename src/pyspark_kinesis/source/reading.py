@@ -13,48 +13,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-import orjson
 import pyarrow as pa
 
 from ..aws.kinesis import KinesisProxy
 from ..errors import CheckpointMismatchError
 from ..model import Position, ShardRef
 from . import faults
+from .batch_log import BatchEndLog
 from .columns import Columns
 from .fetching import FETCH_ATTEMPTS, ShardLimits, fetch_shard
-from .offsets import ShardEnd, TaskEnd
+from .offsets import BackfillSlice, ShardEnd, ShardSlice, TaskEnd, TaskPlan
 from .options import SourceConfig
-from .planning import task_key
-from .store import open_store
 
 MAX_THREADS = 16
-
-
-@dataclass(frozen=True)
-class ShardSlice:
-    stream: str  # the stream's ARN
-    shard_id: str
-    start: Position
-    max_records: int
-    max_bytes: int
-    closed: bool = False  # known to be closed: read on through empty responses to its end
-
-    @property
-    def ref(self) -> ShardRef:
-        return (self.stream, self.shard_id)
-
-
-@dataclass(frozen=True)
-class TaskPlan:
-    """Everything one Spark task needs; pickled into the InputPartition."""
-
-    token: str
-    batch: int
-    task: int
-    shards: tuple[ShardSlice, ...]
-    cutoff_ms: int | None
 
 
 def _fetch_all(
@@ -96,24 +69,13 @@ def _fetch_all(
     return {p.ref: result for p, result in zip(plan.shards, results, strict=True)}
 
 
-def _check_record(record: TaskEnd, plan: TaskPlan, config: SourceConfig) -> None:
-    for piece in plan.shards:
-        end = record.shards.get(piece.ref)
-        if end is None or end.start != piece.start:
-            raise CheckpointMismatchError(
-                f"The batch-end record of batch {plan.batch}, task {plan.task} under metadataPath "
-                f"'{config.metadata_path}' does not match the checkpoint (shard {piece.shard_id} of "
-                f"{piece.stream}). metadataPath must belong to this query's checkpoint only."
-            )
-
-
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
-    store = open_store(config.metadata_path or "")
-    key = task_key(plan.token, plan.batch, plan.task)
-    raw = store.get(key)
-    if raw is not None:
-        record = TaskEnd.from_json(orjson.loads(raw))
-        _check_record(record, plan, config)
+    """Run one task of a batch under the protocol above and yield its rows."""
+    log = BatchEndLog.open(config.metadata_path or "")
+    starts = {piece.ref: piece.start for piece in plan.shards}
+    record = log.read(plan.token, plan.batch, plan.task)
+    if record is not None:
+        log.check(record, starts)
         results = _fetch_all(config, plan, {ref: end.end for ref, end in record.shards.items()})
     else:
         results = _fetch_all(config, plan, None)
@@ -124,9 +86,9 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
             shards={ref: end for ref, (_cols, end) in results.items()},
         )
         faults.maybe_fail("before-record")
-        if not store.put_if_absent(key, orjson.dumps(mine.to_json())):
-            winner = TaskEnd.from_json(orjson.loads(store.get(key) or b"{}"))
-            _check_record(winner, plan, config)
+        winner = log.write(mine)
+        if winner is not mine:
+            log.check(winner, starts)
             differs = {p.ref for p in plan.shards if winner.shards[p.ref].end != mine.shards[p.ref].end}
             if differs:
                 redo = replace(plan, shards=tuple(p for p in plan.shards if p.ref in differs))
@@ -136,3 +98,27 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
         cols, _end = results[piece.ref]
         if len(cols):
             yield cols.to_arrow()
+
+
+def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.RecordBatch]:
+    """One shard of a batch read, from its start to its cutoff (or its end, or its tip), in chunks each
+    bounded by the per-shard limits and maxFetchTimeMs."""
+    spec = config.stream(piece.stream)
+    assert spec is not None, "a batch read's streams come from its own options"
+    proxy = KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)
+    position = piece.start
+    for _chunk in range(1_000_000):  # bounded; every chunk is itself bounded in records and time
+        limits = ShardLimits(
+            config.max_records_per_shard,
+            config.max_bytes_per_shard,
+            piece.cutoff_ms,
+            deadline=time.monotonic() + config.max_fetch_time_ms / 1000.0,
+            bytes_per_second=config.shard_read_bytes_per_second,
+            closed=piece.closed,
+        )
+        cols, end = fetch_shard(proxy, piece.shard_id, position, limits)
+        if len(cols):
+            yield cols.to_arrow()
+        if end.end.is_end or end.reached_cutoff or end.at_tip:
+            return
+        position = end.end

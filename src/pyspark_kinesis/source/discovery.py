@@ -1,0 +1,146 @@
+"""Shard discovery: every ListShards the driver makes, per stream, and what it learned.
+
+The driver lists a stream's shards when the query (or a stream added to it) starts, then at most every
+`shardDiscoveryIntervalMs`, and at once when a batch found a shard closed. The listing is full (not
+filtered), because a known shard missing from it has expired past retention. What the listing means
+for the offset (new shards, expired ones) is the lineage rule's to decide (`lineage`); this class
+owns the calls, their timing and the latest view of each stream's shards (hash ranges for assignment).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..aws.kinesis import KinesisProxy
+from ..config.stream_specs import StreamSpec
+from ..errors import OptionError, StreamAccessError
+from ..model import LATEST, Position, ShardInfo
+from . import lineage
+from .offsets import BackfillSlice, ShardState
+from .options import SourceConfig
+
+log = logging.getLogger(__name__)
+_STARTUP_ATTEMPTS = 2  # start-up checks fail in seconds on a wrong endpoint instead of retrying for minutes
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def resolve_streams(config: SourceConfig) -> SourceConfig:
+    """Check at query start that every stream is reachable (endpoint, credentials, role, existence),
+    failing fast with one clear message, and learn each stream's ARN: its identity in offsets."""
+    arns = [
+        KinesisProxy(spec, agent="planner", max_attempts=_STARTUP_ATTEMPTS).check_stream()
+        for spec in config.streams
+    ]
+    for index, arn in enumerate(arns):
+        if arn in arns[:index]:
+            raise OptionError(
+                "streams" if len(arns) > 1 else "streamName",
+                f"names the stream {arn} twice",
+                "Name each stream once.",
+            )
+    return config.with_arns(arns)
+
+
+def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
+    """A batch read's tasks: every listed shard of every stream, from its starting position (LATEST:
+    now) to the ending position (LATEST: now)."""
+    ending = config.ending_position
+    cutoff_ms = now_ms() if ending.kind == LATEST else int(ending.ts_ms or 0)
+    slices = []
+    for spec in config.streams:
+        start = spec.starting_position
+        start = Position.at_timestamp(now_ms()) if start.kind == LATEST else start
+        for shard in KinesisProxy(spec, agent="planner").list_shards():
+            slices.append(BackfillSlice(spec.key, shard.shard_id, start, shard.closed, cutoff_ms))
+    return slices
+
+
+@dataclass
+class _Stream:
+    """One stream's proxy, when it was last listed, and what was listed."""
+
+    spec: StreamSpec
+    proxy: KinesisProxy
+    last_ms: int = 0
+    infos: dict[str, ShardInfo] = field(default_factory=dict)
+
+
+class ShardDiscovery:
+    """The driver's view of each stream's shards. Holds caches only: the truth is in the offset."""
+
+    def __init__(
+        self,
+        config: SourceConfig,
+        proxy_factory: Callable[[StreamSpec], KinesisProxy],
+        clock: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self._proxy_factory = proxy_factory
+        self._clock = clock
+        self._streams: dict[str, _Stream] = {}
+
+    def _stream(self, key: str) -> _Stream:
+        if key not in self._streams:
+            spec = self.config.stream(key)
+            assert spec is not None, f"stream {key} is not in the options"
+            self._streams[key] = _Stream(spec, self._proxy_factory(spec))
+        return self._streams[key]
+
+    def info(self, key: str, shard_id: str) -> ShardInfo | None:
+        """What the latest listing of stream `key` said about a shard (None if it was not listed)."""
+        return self._stream(key).infos.get(shard_id)
+
+    def initial_states(self, key: str) -> dict[str, ShardState]:
+        """The shards a stream starts with, at its starting position (LATEST pinned to now)."""
+        stream = self._stream(key)
+        start = stream.spec.starting_position
+        listed = stream.proxy.list_shards(open_only=start.kind == LATEST)
+        stream.last_ms = self._clock()
+        stream.infos = {s.shard_id: s for s in listed}
+        if start.kind == LATEST:
+            # "From the moment the query first started": pinned as a timestamp in the first offset, so
+            # records put between now and the first batch are read, and a restart does not move it.
+            start = Position.at_timestamp(self._clock())
+            listed = lineage.open_only(listed)
+        return lineage.initial_states(listed, start)
+
+    def refresh(
+        self, key: str, states: dict[str, ShardState], *, force: bool, cutoff_ms: int | None
+    ) -> dict[str, ShardState]:
+        """`states` with what a new listing shows (new shards, expired ones), if one is due: the
+        interval has passed, `force`, or (AvailableNow) the last listing is older than the cutoff.
+        A failing listing (throttled, region down) is logged and retried at the next interval; the
+        other streams go on."""
+        stream = self._stream(key)
+        due = self._clock() - stream.last_ms >= self.config.shard_discovery_interval_ms
+        # AvailableNow: a listing from before the cutoff could show a shard closed just before it as
+        # open, and a read at its tip would then count it done with its children unread.
+        due = due or (cutoff_ms is not None and stream.last_ms < cutoff_ms)
+        if not (force or due):
+            return states
+        stream.last_ms = self._clock()
+        try:
+            listed = stream.proxy.list_shards()
+        except StreamAccessError as exc:
+            log.warning("Kinesis stream %s: shard discovery failed, retried later: %s", key, exc)
+            return states
+        stream.infos = {s.shard_id: s for s in listed}
+        merged = lineage.merge_discovered(states, listed)
+        added = sorted(set(merged) - set(states))
+        if added:
+            log.info("Kinesis stream %s: new shards %s", key, ", ".join(added))
+        merged, expired = lineage.mark_expired(merged, listed)
+        if expired:
+            log.warning(
+                "Kinesis stream %s: shards %s are past retention before being read to their end; their "
+                "unread records are lost and their children start now",
+                key,
+                ", ".join(expired),
+            )
+        return merged

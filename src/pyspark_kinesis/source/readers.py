@@ -1,0 +1,125 @@
+"""Thin adapters between Spark's Python Data Source API and the connector's planning and reading.
+
+The reader object is pickled to executors for `read()`, so it carries only the validated config; the
+planner (with its AWS clients and caches) lives in the driver-side process and is never pickled.
+Driver-side modules are imported inside the driver-side methods: an executor that unpickles a reader
+loads only what reading needs (`tests/unit/test_layers.py` checks it).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from .offsets import SourceOffset, TaskPlan
+from .options import SourceConfig
+from .reading import BackfillSlice, read_backfill, read_task
+
+if TYPE_CHECKING:
+    from .planning import Planner
+
+
+class KinesisPartition(InputPartition):
+    """One Spark task: a batch's `TaskPlan`, or one shard of a backfill."""
+
+    def __init__(self, plan: TaskPlan | BackfillSlice) -> None:
+        super().__init__(plan.task if isinstance(plan, TaskPlan) else 0)
+        self.plan = plan
+
+
+class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """`spark.readStream.format("kinesis")`: offsets and tasks from the planner, rows from `read_task`."""
+
+    def __init__(self, config: SourceConfig) -> None:
+        from .discovery import resolve_streams
+        from .store import open_store
+
+        self.config = resolve_streams(config)
+        open_store(config.metadata_path or "").check_writable()
+        self._planner: Planner | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "_planner": None}
+
+    @property
+    def planner(self) -> Planner:
+        if self._planner is None:
+            from ..aws.kinesis import KinesisProxy
+            from .batch_log import BatchEndLog
+            from .planning import Planner
+
+            self._planner = Planner(
+                self.config,
+                BatchEndLog.open(self.config.metadata_path or ""),
+                functools.partial(KinesisProxy, agent="planner"),
+            )
+        return self._planner
+
+    # -- driver side ------------------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        return self.planner.initial_offset().to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.config.max_records_per_batch:
+            return ReadMaxRows(self.config.max_records_per_batch)
+        if self.config.max_bytes_per_batch:
+            return ReadMaxBytes(self.config.max_bytes_per_batch)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        from .discovery import now_ms
+
+        self.planner.cutoff_ms = now_ms()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        max_rows = max_bytes = None
+        if not isinstance(limit, ReadAllAvailable):
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.config.max_records_per_batch
+            max_bytes = (
+                limit.max_bytes if isinstance(limit, ReadMaxBytes) else self.config.max_bytes_per_batch
+            )
+        offset = SourceOffset.from_json(start)
+        nxt = self.planner.next_offset(offset, max_rows, max_bytes)
+        return start if nxt is offset else nxt.to_json()
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        from .planning import plan_tasks
+
+        if start == end:
+            return []
+        return [KinesisPartition(plan) for plan in plan_tasks(SourceOffset.from_json(end), self.config)]
+
+    def commit(self, end: dict) -> None:
+        """A hint only (it lags a batch and may never come); garbage collection happens in planning."""
+
+    # -- executor side ----------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from read_task(self.config, partition.plan)
+
+
+class KinesisBatchReader(DataSourceReader):
+    """`spark.read.format("kinesis")`, a bounded read for backfills: every shard of every stream from
+    startingPosition to endingPosition (default: the moment of the call), one task per shard."""
+
+    def __init__(self, config: SourceConfig) -> None:
+        from .discovery import backfill_slices, resolve_streams
+
+        self.config = resolve_streams(config)
+        self.slices = backfill_slices(self.config)
+
+    def partitions(self) -> list[InputPartition]:
+        return [KinesisPartition(piece) for piece in self.slices]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from read_backfill(self.config, partition.plan)
