@@ -130,9 +130,9 @@ def bench_decode(
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """GetRecords decoding per core: botocore's parser against the connector's path, 100 B to 10 KB."""
-    from .tools.benchmarks import reading
+    from .tools.benchmarks import decode, report
 
-    rows = reading.run_decode()
+    rows = decode.run_decode()
     table = Table(title="GetRecords decode, one core")
     columns = (
         "size",
@@ -158,7 +158,7 @@ def bench_decode(
         )
     console.print(table)
     if write:
-        reading.write_section(write, "bench-decode", reading.markdown_decode(rows))
+        report.write_section(write, "bench-decode", decode.markdown_decode(rows))
 
 
 @app.command("bench-read")
@@ -173,7 +173,7 @@ def bench_read(
     import tempfile
     from pathlib import Path
 
-    from .tools.benchmarks import reading
+    from .tools.benchmarks import reading, report
 
     counts = [int(s) for s in shards.split(",") if s.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-read-") as work:
@@ -188,7 +188,7 @@ def bench_read(
     if plot:
         reading.plot_throughput(rows, plot)
     if write:
-        reading.write_section(write, "bench-read", reading.markdown_throughput(rows, plot))
+        report.write_section(write, "bench-read", reading.markdown_throughput(rows, plot))
 
 
 @app.command("bench-latency")
@@ -203,14 +203,14 @@ def bench_latency(
     import tempfile
     from pathlib import Path
 
-    from .tools.benchmarks import reading
+    from .tools.benchmarks import latency, report
 
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
-        run = reading.run_latency(rate, seconds, shards, Path(work), kind)
-    text = reading.markdown_latency(run, rate, seconds, shards, kind)
+        run = latency.run_latency(rate, seconds, shards, Path(work), kind)
+    text = latency.markdown_latency(run, rate, seconds, shards, kind)
     console.print(text)
     if write:
-        reading.write_section(write, "bench-latency", text)
+        report.write_section(write, "bench-latency", text)
 
 
 @app.command("bench-api")
@@ -224,14 +224,14 @@ def bench_api(
     import tempfile
     from pathlib import Path
 
-    from .tools.benchmarks import reading
+    from .tools.benchmarks import latency, report
 
     with tempfile.TemporaryDirectory(prefix="bench-api-") as work:
-        calls, window = reading.run_api(shards, seconds, Path(work), idle_ms)
-    text = reading.markdown_api(calls, window, shards, idle_ms)
+        calls, window = latency.run_api(shards, seconds, Path(work), idle_ms)
+    text = latency.markdown_api(calls, window, shards, idle_ms)
     console.print(text)
     if write:
-        reading.write_section(write, "bench-api", text)
+        report.write_section(write, "bench-api", text)
 
 
 @app.command()

@@ -1,0 +1,132 @@
+"""Decode benchmark: botocore's GetRecords parser against the connector's decode and fetch path, per core."""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .report import machine
+
+SIZES = (100, 1000, 10_000)
+
+
+def _best(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
+    """Each function's best time over `repeat` rounds, the functions taking turns in every round: this
+    VM runs in faster and slower phases lasting seconds, and turns let every function meet the same
+    phases, so their ratios hold even when the absolute figures move."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for index, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            best[index] = min(best[index], time.perf_counter() - start)
+    return best
+
+
+# -- 1. decode ---------------------------------------------------------------------------------------
+
+
+# -- 1. decode ---------------------------------------------------------------------------------------
+@dataclass
+class DecodeRow:
+    size: int
+    records: int
+    botocore_s: float
+    msgspec_s: float  # the project's decode by msgspec alone (what bodies the scan leaves cost)
+    decode_s: float  # the project's decode of the body alone (the vectorised scan)
+    path_s: float  # decode + cut to limits + Arrow batch: what a task does per response
+
+    def rates(self, seconds: float) -> tuple[float, float]:
+        return self.records / seconds, self.records * self.size / seconds / 1e6
+
+
+def get_records_body(size: int, count: int) -> bytes:
+    """A GetRecords response body as Kinesis sends it (JSON, base64 payloads, epoch-second floats)."""
+    import orjson
+
+    payload = base64.b64encode(os.urandom(size)).decode()
+    records = [
+        {
+            "SequenceNumber": str(49_650_000_000_000_000_000_000_000_000_000_000_000_000_000_000 + 17 * i),
+            "ApproximateArrivalTimestamp": 1_763_800_000.123 + i / 1000,
+            "Data": payload,
+            "PartitionKey": f"customer-{i % 997}",
+        }
+        for i in range(count)
+    ]
+    return orjson.dumps({"Records": records, "NextShardIterator": "AAAAAAAA" * 20, "MillisBehindLatest": 0})
+
+
+# Rounds: each run takes milliseconds, and on a shared VM interference only ever adds time.
+DECODE_REPEAT = 20
+
+
+def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
+    """One core: botocore's parser and the project's path on the same bytes."""
+    from types import SimpleNamespace
+
+    import botocore.session
+    from botocore.parsers import JSONParser
+
+    from ...aws.get_records import decode, decode_msgspec
+    from ...model import Position
+    from ...source.fetching import ShardLimits, ShardRead
+
+    shape = (
+        botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape
+    )
+    proxy = SimpleNamespace(
+        name="bench", spec=SimpleNamespace(key="arn:aws:kinesis:us-east-1:0:stream/bench")
+    )
+    rows = []
+    for size in SIZES:
+        count = min(10_000, 10_000_000 // size)  # one full GetRecords response (10,000 records / 10 MB)
+        body = get_records_body(size, count)
+        response = {"body": body, "headers": {}, "status_code": 200}
+
+        def path(body: bytes = body) -> None:
+            read = ShardRead(proxy, "shardId-0", Position.trim_horizon(), ShardLimits(100_000, 1 << 26), None)
+            read.take(decode(body)["Records"], Position.trim_horizon())
+            read.cols.to_arrow()
+
+        times = _best(
+            [
+                lambda response=response: JSONParser().parse(response, shape),
+                lambda body=body: decode_msgspec(body),
+                lambda body=body: decode(body),
+                path,
+            ],
+            repeat,
+        )
+        rows.append(DecodeRow(size, count, *times))
+    return rows
+
+
+def markdown_decode(rows: list[DecodeRow]) -> str:
+    lines = [
+        "## 1. Decoding GetRecords responses (one core)",
+        "",
+        f"Measured {machine()}, with `pyspark-kinesis bench-decode`: one full GetRecords body (10,000 "
+        f"records, or 10 MB) per record size, best of {DECODE_REPEAT} rounds in which the four take turns. `botocore` is botocore's JSON parser (what a plain "
+        "boto3 client does); `msgspec` is the project's decode by msgspec alone (the bodies the scan leaves "
+        "to it); `decode` is `aws.get_records.decode` (the vectorised scan, into Arrow arrays); `path` adds "
+        "what a task does with a response: cut it to the batch's limits and build the Arrow batch.",
+        "",
+        "| record size | botocore records/s | botocore MB/s | msgspec MB/s | decode MB/s | path records/s | path MB/s "
+        "| path vs botocore |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        b_rate, b_mb = row.rates(row.botocore_s)
+        _d_rate, d_mb = row.rates(row.decode_s)
+        p_rate, p_mb = row.rates(row.path_s)
+        m_mb = row.rates(row.msgspec_s)[1]
+        lines.append(
+            f"| {row.size:,} B | {b_rate:,.0f} | {b_mb:.0f} | {m_mb:.0f} | {d_mb:.0f} | {p_rate:,.0f} | {p_mb:.0f} | "
+            f"{row.botocore_s / row.path_s:.1f}x |"
+        )
+    return "\n".join(lines) + "\n"
