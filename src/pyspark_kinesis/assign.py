@@ -19,6 +19,24 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+__all__ = [
+    # assigning
+    "assign",
+    "task_count",
+    # assigners and their registry
+    "STRATEGIES",
+    "balanced",
+    "hash_mod",
+    "hash_range",
+    "register",
+    "resolve",
+    # measures (FLINK-24639)
+    "load_lower_bound",
+    "overload_by_count",
+    "overload_by_load",
+    "shard_weights",
+]
+
 HASH_SPACE = 2**128
 
 Shard = Mapping[str, Any]
@@ -162,12 +180,43 @@ STRATEGIES: dict[str, Assigner] = {"hash_mod": hash_mod, "hash_range": hash_rang
 
 
 def register(name: str, assigner: Assigner) -> None:
-    """Make a custom assigner selectable by name (option shardAssigner)."""
+    """Make a custom assigner selectable by name (option ``shardAssigner``).
+
+    Parameters
+    ----------
+    name : str
+        The name the option will use.
+    assigner : callable
+        ``(shards, num_tasks, load) -> list[list[str]]``: for each task index, the shard ids it reads.
+        It runs on the driver; the connector checks that it places every shard exactly once.
+
+    Examples
+    --------
+    >>> from pyspark_kinesis import assign
+    >>> assign.register("one_task", lambda shards, n, load: [[s["ShardId"] for s in shards]] + [[]] * (n - 1))
+    """
     STRATEGIES[name] = assigner
 
 
 def resolve(strategy: str) -> Assigner:
-    """A strategy name, or 'package.module:function' for an assigner importable on the driver."""
+    """The assigner a strategy names: a registered name, or ``package.module:function``.
+
+    Parameters
+    ----------
+    strategy : str
+        ``balanced``, ``hash_range``, ``hash_mod``, a name given to `register`, or
+        ``package.module:function`` importable on the driver.
+
+    Returns
+    -------
+    callable
+        The assigner.
+
+    Raises
+    ------
+    KeyError, ImportError, AttributeError
+        When the strategy names nothing that can be found.
+    """
     if strategy in STRATEGIES:
         return STRATEGIES[strategy]
     if ":" in strategy:
@@ -182,7 +231,37 @@ def assign(
     strategy: str = "balanced",
     load: Mapping[str, float] | None = None,
 ) -> list[list[str]]:
-    """For each task index, the shard ids it reads."""
+    """Assign a batch's shards to Spark tasks.
+
+    Parameters
+    ----------
+    shards : sequence of dict
+        ListShards-style shards: ``ShardId``, ``HashKeyRange``, ``ParentShardId``,
+        ``AdjacentParentShardId``.
+    num_tasks : int
+        How many tasks (at least 1).
+    strategy : str, default "balanced"
+        See `resolve`.
+    load : mapping of str to float, optional
+        Expected work per shard id (recent bytes, say); the hash-key-range share stands in when absent.
+
+    Returns
+    -------
+    list of list of str
+        For each task index, the shard ids it reads, parents before their children.
+
+    Raises
+    ------
+    ValueError
+        If ``num_tasks`` < 1 or the assigner does not place every shard exactly once.
+
+    Examples
+    --------
+    >>> from pyspark_kinesis import assign
+    >>> shards = [{"ShardId": f"shardId-{i}"} for i in range(3)]
+    >>> assign.assign(shards, 2)
+    [['shardId-0', 'shardId-2'], ['shardId-1']]
+    """
     if num_tasks < 1:
         raise ValueError("num_tasks must be at least 1")
     tasks = resolve(strategy)(shards, num_tasks, load)
@@ -203,6 +282,18 @@ def task_count(shards: int, target_tasks: int | None, max_shards_per_task: int |
 
 
 def overload_by_count(tasks: Sequence[Sequence[str]]) -> float:
+    """FLINK-24639's overload: the most shards on one task over the fewest possible, ceil(shards / tasks).
+
+    Parameters
+    ----------
+    tasks : sequence of sequence of str
+        An assignment, as `assign` returns it.
+
+    Returns
+    -------
+    float
+        1.00 when no task holds more shards than it must.
+    """
     shards = sum(len(t) for t in tasks)
     return max(len(t) for t in tasks) / math.ceil(shards / len(tasks)) if shards else 1.0
 
@@ -229,7 +320,21 @@ def load_lower_bound(weights: Sequence[float], num_tasks: int, capped: bool = Fa
 def overload_by_load(
     tasks: Sequence[Sequence[str]], load: Mapping[str, float], capped: bool = False
 ) -> float:
-    """Most load on one task over `load_lower_bound` (1.00 = optimal)."""
+    """The overload by work: the most load on one task over `load_lower_bound` (1.00 = optimal).
+
+    Parameters
+    ----------
+    tasks : sequence of sequence of str
+        An assignment, as `assign` returns it.
+    load : mapping of str to float
+        Work per shard id.
+    capped : bool, default False
+        Compare with the best assignment that keeps overload by count at 1.00.
+
+    Returns
+    -------
+    float
+    """
     totals = [sum(load[s] for s in t) for t in tasks]
     bound = load_lower_bound([load[s] for t in tasks for s in t], len(tasks), capped)
     return max(totals) / bound if bound > 0 else 1.0

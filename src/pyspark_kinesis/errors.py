@@ -6,6 +6,17 @@ through Spark's error wrapping, far from this code. Messages never contain secre
 
 from __future__ import annotations
 
+__all__ = [
+    "KinesisConnectorError",
+    # at query start
+    "CheckpointMismatchError",
+    "OptionError",
+    "StreamAccessError",
+    # while a query runs
+    "DataLossError",
+    "SinkWriteError",
+]
+
 
 class KinesisConnectorError(Exception):
     """Base class: a problem the user can act on (bad option, missing stream, lost side records)."""

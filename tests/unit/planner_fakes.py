@@ -1,0 +1,122 @@
+"""A fake Kinesis proxy, an in-memory batch-end store and a clock: the planner without Spark or a server.
+
+The planner takes a proxy factory and a clock (as Flink's enumerator takes a StreamProxy), so its
+decisions (discovery timing, idle polling, AvailableNow drains, added and removed streams, expiry)
+can be driven batch by batch here, with the tasks' records written by the test.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pyspark_kinesis.config.stream_specs import StreamSpec
+from pyspark_kinesis.model import Position, ShardInfo
+from pyspark_kinesis.source.batch_log import BatchEndLog
+from pyspark_kinesis.source.offsets import ShardEnd, SourceOffset, TaskEnd
+from pyspark_kinesis.source.options import SourceConfig, parse_options
+from pyspark_kinesis.source.planning import Planner
+from pyspark_kinesis.source.store import BatchEndStore
+
+HALF = 2**127
+
+
+def arn(name: str) -> str:
+    return f"arn:aws:kinesis:us-east-1:000000000000:stream/{name}"
+
+
+def shard(sid: str, *parents: str, closed: bool = False, low: int = 0, high: int = 2**128 - 1) -> ShardInfo:
+    parent = parents[0] if parents else None
+    adjacent = parents[1] if len(parents) > 1 else None
+    return ShardInfo(sid, parent, adjacent, low, high, closed)
+
+
+class MemoryStore(BatchEndStore):
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        if key in self.data:
+            return False
+        self.data[key] = data
+        return True
+
+    def get(self, key: str) -> bytes | None:
+        return self.data.get(key)
+
+    def delete_folder(self, prefix: str) -> None:
+        for key in [k for k in self.data if k.startswith(prefix + "/")]:
+            del self.data[key]
+
+    def list_folders(self, prefix: str) -> list[str]:
+        names = {k[len(prefix) + 1 :].split("/")[0] for k in self.data if k.startswith(prefix + "/")}
+        return sorted(n for n in names if any(k.startswith(f"{prefix}/{n}/") for k in self.data))
+
+
+@dataclass
+class FakeKinesis:
+    """Shards per stream ARN, as ListShards would list them; counts the calls."""
+
+    shards: dict[str, list[ShardInfo]] = field(default_factory=dict)
+    list_calls: Counter = field(default_factory=Counter)
+
+    def factory(self, spec: StreamSpec) -> FakeProxy:
+        return FakeProxy(self, spec)
+
+
+class FakeProxy:
+    def __init__(self, kinesis: FakeKinesis, spec: StreamSpec) -> None:
+        self.kinesis, self.spec = kinesis, spec
+
+    def list_shards(self, open_only: bool = False) -> list[ShardInfo]:
+        self.kinesis.list_calls[self.spec.key] += 1
+        listed = list(self.kinesis.shards[self.spec.key])
+        return [s for s in listed if not s.closed] if open_only else listed
+
+
+class Clock:
+    def __init__(self, now: int = 1_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def config(*names: str, **options: str) -> SourceConfig:
+    opts = {"streamName": ",".join(names), "region": "us-east-1", "metadataPath": "/unused"}
+    opts.setdefault("startingPosition", "TRIM_HORIZON")
+    opts.update(options)
+    return parse_options(opts, streaming=True).with_arns([arn(n) for n in names])
+
+
+@dataclass
+class Harness:
+    config: SourceConfig
+    kinesis: FakeKinesis
+    clock: Clock
+    store: MemoryStore = field(default_factory=MemoryStore)
+
+    def planner(self) -> Planner:
+        """A planner for a (re)started driver: fresh caches, same store, same fake Kinesis."""
+        return Planner(self.config, BatchEndLog(self.store, "mem://"), self.kinesis.factory, self.clock)
+
+    def run(self, offset: SourceOffset, ends: dict[tuple[str, str], ShardEnd] | None = None) -> None:
+        """Every task of batch `offset` records its ends; a shard without one in `ends` read 10 records
+        and stopped short of the tip."""
+        ends = ends or {}
+        log = BatchEndLog(self.store, "mem://")
+        for task, refs in offset.tasks().items():
+            shards = {}
+            for ref in refs:
+                start = offset.state(ref).position
+                shards[ref] = ends.get(ref) or read(start, 10, tip=False, at_ms=self.clock.now)
+            log.write(TaskEnd(offset.token, offset.batch, task, shards))
+
+
+def read(
+    start: Position, records: int, *, tip: bool, at_ms: int = 1, end: Position | None = None
+) -> ShardEnd:
+    """A shard's end after reading `records` records from `start`."""
+    if end is None:
+        end = Position.after(str(1000 + records)) if records else start
+    return ShardEnd(start=start, end=end, records=records, bytes=records * 100, at_tip=tip, read_at_ms=at_ms)

@@ -1,0 +1,122 @@
+"""The planner's decisions, batch by batch, without Spark or a server (fakes in planner_fakes.py)."""
+
+from __future__ import annotations
+
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.offsets import SourceOffset
+from tests.unit.planner_fakes import HALF, Clock, FakeKinesis, Harness, arn, config, read, shard
+
+A = arn("a")
+
+
+def one_stream(**options: str) -> Harness:
+    kinesis = FakeKinesis({A: [shard("s0", high=HALF - 1), shard("s1", low=HALF)]})
+    return Harness(config("a", **options), kinesis, Clock())
+
+
+def test_first_batch_reads_every_shard_from_the_starting_position():
+    h = one_stream()
+    planner = h.planner()
+    start = planner.initial_offset()
+    assert planner.initial_offset() is start  # asked twice, answered once
+    first = planner.next_offset(start, None, None)
+    assert first.batch == 0
+    assert sorted(first.tasks().values()) == [[(A, "s0")], [(A, "s1")]]
+    assert {s.position for s in first.streams[A].values()} == {Position.trim_horizon()}
+
+
+def test_next_batch_starts_where_the_last_one_ended():
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first)
+    second = planner.next_offset(first, None, None)
+    assert second.batch == 1
+    assert {s.position for s in second.streams[A].values()} == {Position.after("1010")}
+
+
+def test_idle_shards_wait_for_the_poll_interval():
+    h = one_stream(idlePollIntervalMs="500")
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    at_tip = {(A, sid): read(Position.trim_horizon(), 0, tip=True, at_ms=h.clock.now) for sid in ("s0", "s1")}
+    h.run(first, at_tip)
+    h.clock.now += 100
+    assert planner.next_offset(first, None, None) is first  # both idle, polled 100 ms ago: no batch
+    h.clock.now += 400
+    again = planner.next_offset(first, None, None)
+    assert again.batch == 1 and len(again.tasks()) == 2
+
+
+def test_listing_waits_for_the_discovery_interval():
+    h = one_stream(shardDiscoveryIntervalMs="10000", idlePollIntervalMs="1000000")
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    assert h.kinesis.list_calls[A] == 1
+    h.run(
+        first, {(A, s): read(Position.trim_horizon(), 0, tip=True, at_ms=h.clock.now) for s in ("s0", "s1")}
+    )
+    for _ in range(50):  # triggers within the interval: no listing
+        h.clock.now += 100
+        assert planner.next_offset(first, None, None) is first
+    assert h.kinesis.list_calls[A] == 1
+    h.clock.now += 5_001
+    planner.next_offset(first, None, None)
+    assert h.kinesis.list_calls[A] == 2
+
+
+def test_available_now_ends_when_every_shard_is_drained():
+    h = one_stream()
+    planner = h.planner()
+    planner.cutoff_ms = h.clock.now
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    assert first.cutoff_ms == h.clock.now
+    # s0 reached the tip; s1 was cut by a limit and must be read again.
+    h.run(first, {(A, "s0"): read(Position.trim_horizon(), 5, tip=True)})
+    second = planner.next_offset(first, None, None)
+    assert list(second.tasks().values()) == [[(A, "s1")]]
+    h.run(second, {(A, "s1"): read(Position.after("1010"), 3, tip=True, end=Position.after("2000"))})
+    assert planner.next_offset(second, None, None) is second  # drained: the run ends
+
+
+def test_streams_added_to_the_options_start_and_removed_ones_leave():
+    kinesis = FakeKinesis({A: [shard("s0")], arn("b"): [shard("s0")], arn("c"): [shard("x")]})
+    before = Harness(config("a", "c"), kinesis, Clock())
+    planner = before.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    before.run(first)
+    assert set(first.streams) == {A, arn("c")}
+    # Restarted with b instead of c: same store, same checkpoint.
+    after = Harness(config("a", "b"), kinesis, before.clock, before.store)
+    second = after.planner().next_offset(SourceOffset.from_json(first.to_json()), None, None)
+    assert set(second.streams) == {A, arn("b")}
+    assert second.streams[arn("b")]["s0"].position == Position.trim_horizon()
+    assert second.streams[A]["s0"].position == Position.after("1010")
+
+
+def test_a_shard_gone_from_the_listing_counts_as_finished_and_its_children_start():
+    kinesis = FakeKinesis({A: [shard("p", closed=True), shard("c1", "p"), shard("c2", "p")]})
+    h = Harness(config("a", shardDiscoveryIntervalMs="0"), kinesis, Clock())
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    assert list(first.tasks().values()) == [[(A, "p")]]  # children wait for their parent
+    h.run(first)  # p read 10 records, not to its end
+    kinesis.shards[A] = [shard("c1", "p"), shard("c2", "p")]  # p expired past retention
+    h.clock.now += 1
+    second = planner.next_offset(first, None, None)
+    assert sorted(ref for refs in second.tasks().values() for ref in refs) == [(A, "c1"), (A, "c2")]
+    assert second.streams[A]["p"].finished
+
+
+def test_a_restarted_planner_derives_the_same_next_offset():
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first)
+    logged = SourceOffset.from_json(first.to_json())
+    a = planner.next_offset(logged, 100, None)
+    b = h.planner().next_offset(logged, 100, None)
+    assert {k: {s: v.position for s, v in states.items()} for k, states in a.streams.items()} == {
+        k: {s: v.position for s, v in states.items()} for k, states in b.streams.items()
+    }
+    assert a.tasks() == b.tasks()
