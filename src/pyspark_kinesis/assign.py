@@ -57,23 +57,26 @@ def _java_hash(text: str) -> int:
 
 
 def _lineage_order(ids: list[str], shards_by_id: Mapping[str, Shard]) -> list[str]:
-    """A task's shards with every parent before its children, otherwise by shard id."""
+    """A task's shards with every parent before its children, otherwise by shard id. A depth-first
+    walk with its own stack: lineages can be thousands of generations deep."""
     chosen = set(ids)
     done: list[str] = []
     seen: set[str] = set()
-
-    def visit(sid: str) -> None:
-        if sid in seen:
-            return
-        seen.add(sid)
-        shard = shards_by_id[sid]
-        for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
-            if parent in chosen:
-                visit(parent)
-        done.append(sid)
-
-    for sid in sorted(ids):
-        visit(sid)
+    for root in sorted(ids):
+        stack: list[tuple[str, bool]] = [(root, False)]
+        while stack:
+            sid, parents_done = stack.pop()
+            if parents_done:
+                done.append(sid)
+                continue
+            if sid in seen:
+                continue
+            seen.add(sid)
+            stack.append((sid, True))
+            shard = shards_by_id[sid]
+            for parent in (shard.get("AdjacentParentShardId"), shard.get("ParentShardId")):
+                if parent in chosen and parent not in seen:
+                    stack.append((parent, False))
     return done
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pyspark_kinesis.config.stream_specs import StreamSpec
+from pyspark_kinesis.errors import StreamAccessError
 from pyspark_kinesis.model import Position, ShardInfo
 from pyspark_kinesis.source.batch_log import BatchEndLog
 from pyspark_kinesis.source.offsets import ShardEnd, SourceOffset, TaskEnd
@@ -59,6 +60,7 @@ class FakeKinesis:
 
     shards: dict[str, list[ShardInfo]] = field(default_factory=dict)
     list_calls: Counter = field(default_factory=Counter)
+    failures: int = 0  # how many of the next listings fail (throttled, region down)
 
     def factory(self, spec: StreamSpec) -> FakeProxy:
         return FakeProxy(self, spec)
@@ -70,6 +72,9 @@ class FakeProxy:
 
     def list_shards(self, open_only: bool = False) -> list[ShardInfo]:
         self.kinesis.list_calls[self.spec.key] += 1
+        if self.kinesis.failures > 0:
+            self.kinesis.failures -= 1
+            raise StreamAccessError(f"ListShards failed for {self.spec.key} (injected)")
         listed = list(self.kinesis.shards[self.spec.key])
         return [s for s in listed if not s.closed] if open_only else listed
 

@@ -96,3 +96,27 @@ def test_shards_gone_from_the_listing_count_as_finished():
     assert gone == ["old"]
     assert marked["old"].finished and marked["done"].finished
     assert lineage.readable(marked) == ["child"]
+
+
+def test_lineage_walks_survive_thousands_of_generations():
+    """An hourly reshard for a few months: no recursion limit on the walks up and down the lineage."""
+    depth = 5000
+    listed = [shard("g0", closed=True)] + [
+        shard(f"g{i}", f"g{i - 1}", closed=i < depth - 1) for i in range(1, depth)
+    ]
+    states = {f"g{depth - 1}": ShardState(Position.trim_horizon(), parents=(f"g{depth - 2}",), polled_ms=1)}
+    merged = lineage.merge_discovered(states, listed)
+    assert set(merged) == set(states)  # every listed ancestor was read before: none comes back
+    from pyspark_kinesis import assign
+
+    chain = [{"ShardId": f"g{i}", "ParentShardId": f"g{i - 1}" if i else None} for i in range(depth)]
+    assert assign.assign(list(reversed(chain)), 1, "hash_mod")[0] == [f"g{i}" for i in range(depth)]
+
+
+def test_parents_of_children_that_expired_unread_are_pruned():
+    states = {
+        "parent": ShardState(Position.shard_end()),
+        "left": ShardState(Position.shard_end(), parents=("parent",)),  # expired before it was read
+        "right": ShardState(Position.after("5"), parents=("parent",), polled_ms=3),
+    }
+    assert "parent" not in lineage.prune_finished(states)

@@ -120,3 +120,35 @@ def test_a_restarted_planner_derives_the_same_next_offset():
         k: {s: v.position for s, v in states.items()} for k, states in b.streams.items()
     }
     assert a.tasks() == b.tasks()
+
+
+def test_a_closure_forces_one_listing_not_one_per_trigger():
+    """A batch that read a shard to its end lists the stream once; the triggers after it (which see the
+    same recorded ends until a batch is planned) wait for the discovery interval."""
+    kinesis = FakeKinesis({A: [shard("p")]})
+    h = Harness(config("a", shardDiscoveryIntervalMs="10000", idlePollIntervalMs="1000000"), kinesis, Clock())
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    kinesis.shards[A] = [shard("p", closed=True), shard("c1", "p"), shard("c2", "p")]
+    h.run(first, {(A, "p"): read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())})
+    second = planner.next_offset(first, None, None)
+    assert sorted(ref for refs in second.tasks().values() for ref in refs) == [(A, "c1"), (A, "c2")]
+    calls = kinesis.list_calls[A]
+    for _ in range(50):  # the same start offset again and again (Spark's triggers while nothing is new)
+        h.clock.now += 10
+        planner.next_offset(first, None, None)
+    assert kinesis.list_calls[A] == calls
+
+
+def test_a_failed_forced_listing_is_tried_again():
+    kinesis = FakeKinesis({A: [shard("p")]})
+    h = Harness(config("a", shardDiscoveryIntervalMs="10000"), kinesis, Clock())
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first, {(A, "p"): read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())})
+    kinesis.failures = 1  # the forced listing after the closure fails once
+    kinesis.shards[A] = [shard("p", closed=True), shard("c1", "p")]
+    assert planner.next_offset(first, None, None) is first  # nothing known to read yet
+    h.clock.now += 10
+    again = planner.next_offset(first, None, None)
+    assert list(again.tasks().values()) == [[(A, "c1")]]

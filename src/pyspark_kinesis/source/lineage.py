@@ -38,26 +38,21 @@ def open_only(listed: Iterable[ShardInfo]) -> list[ShardInfo]:
     return [s for s in listed if not s.closed]
 
 
-def _descendants(listed: Iterable[ShardInfo]) -> dict[str, set[str]]:
-    children: dict[str, set[str]] = {}
-    for shard in listed:
-        for parent in shard.parents:
-            children.setdefault(parent, set()).add(shard.shard_id)
-    out: dict[str, set[str]] = {}
-
-    def walk(sid: str, seen: set[str]) -> set[str]:
-        if sid in out:
-            return out[sid]
-        result: set[str] = set()
-        for child in children.get(sid, ()):
-            if child not in seen:
-                result.add(child)
-                result |= walk(child, seen | {child})
-        out[sid] = result
-        return result
-
-    for sid in list(children):
-        walk(sid, {sid})
+def _ancestors(states: Mapping[str, ShardState], listed: Iterable[ShardInfo]) -> set[str]:
+    """Every shard from which a shard of the offset descends. A walk up the parent links, without
+    recursion: a long-lived stream resharded every hour has thousands of generations."""
+    parents = {s.shard_id: s.parents for s in listed}
+    for sid, state in states.items():
+        parents.setdefault(sid, state.parents)
+    out: set[str] = set()
+    stack = list(states)
+    for _step in range(10 * len(parents) + len(stack) + 1):  # bounded: every shard enters `out` once
+        if not stack:
+            break
+        for parent in parents.get(stack.pop(), ()):
+            if parent not in out:
+                out.add(parent)
+                stack.append(parent)
     return out
 
 
@@ -67,21 +62,20 @@ def merge_discovered(states: Mapping[str, ShardState], listed: Iterable[ShardInf
     A listed shard with a known descendant was already read and dropped (or predates the query) and is
     never added again, so a forgotten parent cannot be read twice."""
     shards = list(listed)
-    descendants = _descendants(shards)
+    known_ancestors = _ancestors(states, shards)
     merged = dict(states)
     for shard in shards:
-        if shard.shard_id in merged:
-            continue
-        if any(d in states for d in descendants.get(shard.shard_id, ())):
+        if shard.shard_id in merged or shard.shard_id in known_ancestors:
             continue
         merged[shard.shard_id] = ShardState(position=Position.trim_horizon(), parents=shard.parents)
     return merged
 
 
 def prune_finished(states: Mapping[str, ShardState]) -> dict[str, ShardState]:
-    """Drop finished shards whose children are all in the offset and have all been read at least once,
-    so offsets stay small on long-lived streams. A finished shard with no known child yet stays: its
-    children are still to be discovered, and it must keep them waiting until then."""
+    """Drop finished shards whose children are all in the offset and have all been read at least once
+    (or are finished themselves: children that expired unread), so offsets stay small on long-lived
+    streams. A finished shard with no known child yet stays: its children are still to be discovered,
+    and it must keep them waiting until then."""
     children: dict[str, list[str]] = {}
     for sid, state in states.items():
         for parent in state.parents:
@@ -89,7 +83,7 @@ def prune_finished(states: Mapping[str, ShardState]) -> dict[str, ShardState]:
     kept = {}
     for sid, state in states.items():
         kids = children.get(sid, [])
-        if state.finished and kids and all(states[k].polled_ms > 0 for k in kids):
+        if state.finished and kids and all(states[k].polled_ms > 0 or states[k].finished for k in kids):
             continue
         kept[sid] = state
     return kept

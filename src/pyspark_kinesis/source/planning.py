@@ -86,6 +86,7 @@ class Planner:
         self._done: set[ShardRef] = set()
         self._initial: SourceOffset | None = None
         self._load: dict[ShardRef, float] = {}  # recent bytes per batch per shard (moving average)
+        self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
 
     # -- start of a new query --------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
@@ -179,8 +180,17 @@ class Planner:
         ends = self.recorded_ends(start)
         streams = self._follow_options(self.advance(start, ends))
         for key in streams:
-            closed_seen = any(e.end.is_end for (k, _sid), e in ends.items() if k == key)
-            refreshed = self.discovery.refresh(key, streams[key], force=closed_seen, cutoff_ms=self.cutoff_ms)
+            # A shard that closed in the last batch forces one listing (its children are new); the
+            # same recorded ends come back on every trigger until a batch is planned, so each closure
+            # is looked at once, and the interval rules the rest.
+            closures = {
+                ref for ref, e in ends.items() if ref[0] == key and e.end.is_end
+            } - self._closures_seen
+            refreshed = self.discovery.refresh(
+                key, streams[key], force=bool(closures), cutoff_ms=self.cutoff_ms
+            )
+            if refreshed is not streams[key] or not closures:
+                self._closures_seen |= closures
             streams[key] = lineage.prune_finished(refreshed)
 
         now = self.clock()
