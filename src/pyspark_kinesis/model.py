@@ -62,6 +62,18 @@ class Position:
     def is_end(self) -> bool:
         return self.kind == END
 
+    def describe(self) -> str:
+        """The position in words, for messages."""
+        if self.kind == TRIM:
+            return "TRIM_HORIZON"
+        if self.kind == TIMESTAMP:
+            return f"AT_TIMESTAMP {self.ts_ms} ms"
+        if self.kind == AFTER:
+            return f"after sequence number {self.seq}"
+        if self.kind == INSIDE:
+            return f"after sub-record {self.sub} of sequence number {self.seq}"
+        return "the shard's end" if self.kind == END else self.kind
+
     def iterator_args(self) -> dict[str, Any]:
         """GetShardIterator arguments that resume reading at this position."""
         if self.kind == TRIM:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pyspark_kinesis.errors import DataLossError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.batch_log import task_key
 from pyspark_kinesis.source.discovery import resolve_streams
@@ -131,3 +132,53 @@ def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path):
     keys = [[(r["shardId"], r["sequenceNumber"], r["subSequenceNumber"]) for r in rows] for rows in results]
     assert keys[0] == keys[1] == keys[2]
     assert len(keys[0]) >= 500
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_an_attempt_that_loses_the_race_after_data_aged_out_does_not_emit_other_rows(
+    kinesis_local, tmp_path, monkeypatch, fail_on_data_loss
+):
+    """Attempt A read 50 records from TRIM_HORIZON and recorded them; attempt B (speculative) read the
+    same shard after its first 10 records aged out, to the same end, and loses the race to record it.
+    B's 40 rows are not the batch's 50: it must fail loudly, or with failOnDataLoss=false say so."""
+    from pyspark_kinesis.source import faults
+    from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
+
+    kin = client(kinesis_local.endpoint)
+    stream = new_stream(kin, shards=1)
+    put(kin, stream, 0, 50)
+    sid = kin.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    iterator = kin.get_shard_iterator(StreamName=stream, ShardId=sid, ShardIteratorType="TRIM_HORIZON")
+    tenth = kin.get_records(ShardIterator=iterator["ShardIterator"], Limit=11)["Records"][10][
+        "SequenceNumber"
+    ]
+    with FaultProxy(kinesis_local.endpoint) as proxy:
+        options = {
+            "streamName": stream,
+            "region": "us-east-1",
+            "endpointUrl": proxy.endpoint,
+            "metadataPath": str(tmp_path / "meta"),
+            "failOnDataLoss": str(fail_on_data_loss).lower(),
+        }
+        config_ = resolve_streams(parse_options(options, streaming=True))
+        plan = TaskPlan(
+            "tok", 0, 0, (ShardSlice(config_.streams[0].key, sid, Position.trim_horizon(), -1, -1),), None
+        )
+        winner = [r for b in read_task(config_, plan) for r in b.to_pylist()]  # attempt A
+        assert len(winner) == 50
+        store = open_store(str(tmp_path / "meta"))
+        record = store.get(task_key("tok", 0, 0))
+        store.delete_folder("tok/batch-000000000000")
+        proxy.trim(sid, tenth)
+
+        def a_records_first(step: str) -> None:
+            if step == "before-record":  # A's record lands between B's read and B's write
+                store.put_if_absent(task_key("tok", 0, 0), record)
+
+        monkeypatch.setattr(faults, "maybe_fail", a_records_first)
+        if fail_on_data_loss:
+            with pytest.raises(DataLossError, match="past retention"):
+                list(read_task(config_, plan))
+        else:
+            loser = [r for b in read_task(config_, plan) for r in b.to_pylist()]
+            assert [r["sequenceNumber"] for r in loser] == [r["sequenceNumber"] for r in winner[10:]]

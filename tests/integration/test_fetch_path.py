@@ -145,5 +145,5 @@ def test_a_closed_shard_is_read_to_its_end_through_empty_responses(kinesalite):
     assert len(cols) == 0 and second.end.is_end and not second.at_tip
     # A replay of that batch reaches the recorded end (the shard's end) the same way.
     ITERATORS.clear()
-    cols, replay = fetch_shard(source, parent["ShardId"], first.end, limits, until=second.end)
+    cols, replay = fetch_shard(source, parent["ShardId"], first.end, limits, expect=second)
     assert len(cols) == 0 and replay.end.is_end

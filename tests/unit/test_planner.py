@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pyspark_kinesis.errors import CheckpointMismatchError
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.offsets import SourceOffset
+from pyspark_kinesis.source.batch_log import BatchEndLog, batch_folder
+from pyspark_kinesis.source.offsets import SourceOffset, TaskEnd
 from tests.unit.planner_fakes import HALF, Clock, FakeKinesis, Harness, arn, config, read, shard
 
 A = arn("a")
@@ -152,3 +156,41 @@ def test_a_failed_forced_listing_is_tried_again():
     h.clock.now += 10
     again = planner.next_offset(first, None, None)
     assert list(again.tasks().values()) == [[(A, "c1")]]
+
+
+def test_tasks_that_never_ran_are_closed_and_their_shards_planned_again_first():
+    """A foreachBatch that used only task 0 (df.show(), df.take(n)): task 1 recorded nothing."""
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    assert first.tasks() == {0: [(A, "s0")], 1: [(A, "s1")]}
+    h.run(first, only={0})
+    second = planner.next_offset(first, None, None)
+    assert second.streams[A]["s0"].position == Position.after("1010")
+    assert second.streams[A]["s1"].position == Position.trim_horizon()  # again from where it was
+    assert second.tasks()[0] == [(A, "s1")]  # and first in line
+    # A late attempt of the task that never ran loses to the driver's record: it reads nothing.
+    late = TaskEnd(first.token, 0, 1, {(A, "s1"): read(Position.trim_horizon(), 10, tip=False)})
+    winner = BatchEndLog(h.store, "mem://").write(late)
+    assert winner.shards[(A, "s1")].unrun and winner.shards[(A, "s1")].end == Position.trim_horizon()
+
+
+def test_a_batch_none_of_whose_tasks_ran_is_planned_again():
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first, only=set())  # foreachBatch returned without touching the DataFrame
+    second = planner.next_offset(first, None, None)
+    assert second.batch == 1
+    assert {s.position for s in second.streams[A].values()} == {Position.trim_horizon()}
+    assert len(second.tasks()) == 2
+
+
+def test_missing_records_of_a_batch_not_known_to_be_planned_mean_a_cleaned_metadata_path():
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first)
+    h.store.delete_folder(batch_folder(first.token, 0))  # someone cleaned metadataPath
+    with pytest.raises(CheckpointMismatchError, match="changed or cleaned"):
+        h.planner().next_offset(SourceOffset.from_json(first.to_json()), None, None)

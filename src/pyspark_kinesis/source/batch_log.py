@@ -10,7 +10,16 @@ Layout under metadataPath (one folder per query, named by the query's random tok
 carry):
 
     <token>/source.json                        the query's identity (token, streams at start)
+    <token>/batch-000000000007/planned.json     batch 7 was planned (written before Spark logs it)
     <token>/batch-000000000007/task-00003.json  where task 3 of batch 7 stopped on each of its shards
+
+A batch's tasks need not all run: a `foreachBatch` that calls `df.show()` or `df.take(n)`, or returns
+without touching `df`, leaves tasks that never ran and never recorded anything. Such a task emitted
+nothing, so the driver closes its record as "read nothing" through the same first-writer-wins write
+(a late attempt then loses, adopts it and emits nothing) and its shards are read again from the same
+positions. The `planned` marker tells that case apart from a metadataPath that was changed or cleaned:
+a missing task record under a planned batch is a task that never ran; a missing marker means the
+records are gone.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import orjson
 
 from ..errors import CheckpointMismatchError
 from ..model import Position, ShardRef
-from .offsets import TaskEnd
+from .offsets import ShardEnd, TaskEnd
 from .store import BatchEndStore, open_store
 
 
@@ -31,6 +40,10 @@ def batch_folder(token: str, batch: int) -> str:
 
 def task_key(token: str, batch: int, task: int) -> str:
     return f"{batch_folder(token, batch)}/task-{task:05d}.json"
+
+
+def planned_key(token: str, batch: int) -> str:
+    return f"{batch_folder(token, batch)}/planned.json"
 
 
 def source_key(token: str) -> str:
@@ -71,6 +84,14 @@ class BatchEndLog:
                 f"(token {meta.get('token')}, not {token}). Use the metadataPath of this query."
             )
 
+    # -- batches -------------------------------------------------------------------------------
+    def mark_planned(self, token: str, batch: int) -> None:
+        """Record that batch `batch` was planned, before Spark logs its offset (see the module docstring)."""
+        self.store.put_if_absent(planned_key(token, batch), orjson.dumps({"token": token, "batch": batch}))
+
+    def was_planned(self, token: str, batch: int) -> bool:
+        return self.store.get(planned_key(token, batch)) is not None
+
     # -- task records --------------------------------------------------------------------------
     def read(self, token: str, batch: int, task: int) -> TaskEnd | None:
         """The record of a (batch, task), or None if no attempt has written one."""
@@ -90,6 +111,12 @@ class BatchEndLog:
                 f"'{self.location}' exists and cannot be read. metadataPath must be durable storage."
             )
         return winner
+
+    def close_unrun(self, token: str, batch: int, task: int, starts: Mapping[ShardRef, Position]) -> TaskEnd:
+        """Close the record of a task that never ran as "read nothing", unless an attempt of it records
+        its ends first; returns the record that stands."""
+        unrun = TaskEnd(token, batch, task, {ref: ShardEnd.not_run(start) for ref, start in starts.items()})
+        return self.write(unrun)
 
     def check(self, record: TaskEnd, starts: Mapping[ShardRef, Position]) -> None:
         """A record must cover exactly the shards the checkpoint planned for its task, from the start

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from .columns import Columns
 from .deaggregation import MAGIC, deaggregate
 from .offsets import ShardEnd
 from .worker_state import ITERATORS, PACER
+
+log = logging.getLogger(__name__)
 
 MAX_GET_RECORDS = 10_000
 FETCH_ATTEMPTS = 3  # botocore's attempts per call; the fetch loop retries on within the time budget
@@ -87,9 +90,19 @@ class ShardRead:
     of each response belongs to the batch."""
 
     def __init__(
-        self, proxy: KinesisProxy, shard: str, start: Position, limits: ShardLimits, until: Position | None
+        self,
+        proxy: KinesisProxy,
+        shard: str,
+        start: Position,
+        limits: ShardLimits,
+        expect: ShardEnd | None = None,
+        batch: int = -1,
     ):
-        self.proxy, self.shard, self.start, self.limits, self.until = proxy, shard, start, limits, until
+        """`expect`: the recorded end a replay must reproduce (None for a first attempt)."""
+        self.proxy, self.shard, self.start, self.limits = proxy, shard, start, limits
+        self.expect, self.batch = expect, batch
+        self.until = None if expect is None else expect.end
+        self.first: tuple[str, int] | None = None  # the first user record taken
         self.cols = Columns(proxy.name, proxy.spec.key, shard)
         self.last: tuple[str, int, int] | None = None  # (seq, sub, subs in that record) of the last row taken
         self.n_bytes = 0
@@ -169,6 +182,8 @@ class ShardRead:
         self.stop = take < available or beyond_cutoff
         if not take:
             return
+        if self.first is None:
+            self.first = (records.seqs[0].as_py(), 0)
         self.cols.add(records, take)
         self.n_bytes += took_bytes
         self.last = (records.seqs[take - 1].as_py(), 0, 1)
@@ -196,6 +211,8 @@ class ShardRead:
                 elif self._full(len(payload)):
                     self.stop = True
                     return
+                if self.first is None:
+                    self.first = (seq, sub)
                 cols.append(payload, key, seq, sub, arrival)
                 self.n_bytes += len(payload)
                 self.last = (seq, sub, total)
@@ -296,8 +313,7 @@ class ShardRead:
     def _end(self, fail_on_data_loss: bool) -> ShardEnd:
         until = self.until
         if until is not None:
-            if (until.kind == END and not self.closed) or (until.kind != END and not self.done_until):
-                _lost(fail_on_data_loss, self.proxy, self.shard, self.start, until)
+            self._check_replay(fail_on_data_loss)
             end = until
         elif self.closed and not self.stop:
             end = Position.shard_end()
@@ -313,7 +329,39 @@ class ShardRead:
             children=self.children,
             millis_behind=self.behind,
             read_at_ms=int(time.time() * 1000),
+            first=self.first,
         )
+
+    def _check_replay(self, fail_on_data_loss: bool) -> None:
+        """A replay must return exactly the first attempt's rows: reach the recorded end, start at the
+        recorded first record (a TRIM_HORIZON or timestamp start moves as data ages out) and count the
+        same rows. Otherwise records are gone: a DataLossError, or with failOnDataLoss=false a warning
+        with the number lost."""
+        expect, until = self.expect, self.until
+        assert expect is not None and until is not None
+        reached = self.closed if until.kind == END else self.done_until
+        got = len(self.cols)
+        same_first = expect.first is None or expect.records == 0 or self.first == expect.first
+        if reached and same_first and got == expect.records:
+            return
+        lost = max(0, expect.records - got)
+        found = "no record" if self.first is None else f"{got} records from sequence number {self.first[0]}"
+        wanted = f"{expect.records} records" + (
+            f" from sequence number {expect.first[0]}" if expect.first else ""
+        )
+        where = f"Kinesis stream '{self.proxy.name}' ({self.proxy.spec.key}), shard {self.shard}"
+        text = (
+            f"{where}: batch {self.batch} must be read again exactly as first read ({wanted}, "
+            f"{self.start.describe()} up to {until.describe()}), but the stream now gives {found}"
+            f"{'' if reached else ' and does not reach that end'}: about {lost} records are past retention "
+            "(or the stream was deleted and re-created)"
+        )
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"{text}. The batch cannot be replayed exactly. Set failOnDataLoss=false to accept the loss "
+                "and go on with the records that are left."
+            )
+        log.warning("%s; failOnDataLoss=false: going on without them", text)
 
 
 def fetch_shard(
@@ -321,17 +369,10 @@ def fetch_shard(
     shard: str,
     start: Position,
     limits: ShardLimits,
-    until: Position | None = None,
+    expect: ShardEnd | None = None,
     fail_on_data_loss: bool = True,
+    batch: int = -1,
 ) -> tuple[Columns, ShardEnd]:
-    """Read `shard` from `start`. With `until`, produce exactly the records up to that recorded end."""
-    return ShardRead(proxy, shard, start, limits, until).run(fail_on_data_loss)
-
-
-def _lost(fail: bool, proxy: KinesisProxy, shard: str, start: Position, until: Position) -> None:
-    if fail:
-        raise DataLossError(
-            f"Replaying a logged batch of stream '{proxy.name}', shard {shard} could not reach its recorded "
-            f"end {until.to_json()} from {start.to_json()}: the records are no longer in the stream (past "
-            "retention?). Set failOnDataLoss=false to accept the loss and go on."
-        )
+    """Read `shard` from `start`. With `expect` (a recorded end), produce exactly the records the
+    attempt that recorded it read, or report their loss (see `ShardRead._check_replay`)."""
+    return ShardRead(proxy, shard, start, limits, expect, batch).run(fail_on_data_loss)

@@ -145,6 +145,15 @@ class ShardEnd:
     children: tuple[str, ...] = ()  # ChildShards reported when the shard closed
     millis_behind: int = -1
     read_at_ms: int = 0  # wall clock when the read finished: drives the idle poll interval
+    # The first user record read, (sequence number, sub-sequence number): it pins a start that moves as
+    # data ages out (TRIM_HORIZON, a timestamp), so a replay can tell it starts where the first attempt did.
+    first: tuple[str, int] | None = None
+    unrun: bool = False  # closed by the driver for a task that never ran: nothing was read
+
+    @staticmethod
+    def not_run(start: Position) -> ShardEnd:
+        """The end of a shard whose task never ran (see `BatchEndLog.close_unrun`)."""
+        return ShardEnd(start=start, end=start, unrun=True)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -157,6 +166,8 @@ class ShardEnd:
             "children": ",".join(self.children),
             "behind": self.millis_behind,
             "at": self.read_at_ms,
+            **({"fs": self.first[0], "fb": self.first[1]} if self.first is not None else {}),
+            **({"unrun": True} if self.unrun else {}),
         }
 
     @staticmethod
@@ -171,6 +182,8 @@ class ShardEnd:
             children=_split(data.get("children", "")),
             millis_behind=int(data.get("behind", -1)),
             read_at_ms=int(data.get("at", 0)),
+            first=(str(data["fs"]), int(data.get("fb", 0))) if "fs" in data else None,
+            unrun=bool(data.get("unrun", False)),
         )
 
 

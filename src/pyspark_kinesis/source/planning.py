@@ -18,11 +18,11 @@ from .. import assign
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
 from ..errors import CheckpointMismatchError
-from ..model import ShardRef
+from ..model import Position, ShardRef
 from . import lineage
 from .batch_log import BatchEndLog
 from .discovery import ShardDiscovery, now_ms
-from .offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, TaskPlan
+from .offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, TaskEnd, TaskPlan
 from .options import SourceConfig
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ class Planner:
         self._initial: SourceOffset | None = None
         self._load: dict[ShardRef, float] = {}  # recent bytes per batch per shard (moving average)
         self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
+        self._starved: dict[ShardRef, int] = {}  # batches in a row whose task for the shard never ran
 
     # -- start of a new query --------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
@@ -126,21 +127,45 @@ class Planner:
             refs = [ref for ref in all_refs if ref[0] in self._configured]
             if not refs:
                 continue
+            starts = {ref: offset.state(ref).position for ref in refs}
             record = self.log.read(offset.token, offset.batch, task)
             if record is None:
-                raise CheckpointMismatchError(
-                    f"The batch-end record of batch {offset.batch}, task {task} is missing under metadataPath "
-                    f"'{self.config.metadata_path}', although the checkpoint says that batch ran. The "
-                    "metadataPath was changed or cleaned; restore it, or start over with a new checkpointLocation."
-                )
-            self.log.check(record, {ref: offset.state(ref).position for ref in refs})
-            ends.update((ref, record.shards[ref]) for ref in refs)
+                record = self._close_unrun(offset, task, starts)
+            self.log.check(record, starts)
+            for ref in refs:
+                end = record.shards[ref]
+                if end.unrun:  # read again from the same position, ahead of the others
+                    self._starved[ref] = self._starved.get(ref, 0) + 1
+                else:
+                    self._starved.pop(ref, None)
+                    ends[ref] = end
         self._ends_cache = (offset.batch, ends)
         for ref, end in ends.items():
             previous = self._load.get(ref)
             self._load[ref] = end.bytes if previous is None else 0.5 * previous + 0.5 * end.bytes
         self.log.collect(offset.token, offset.batch)
         return ends
+
+    def _close_unrun(self, offset: SourceOffset, task: int, starts: dict[ShardRef, Position]) -> TaskEnd:
+        """A task of a committed batch without a record never ran (see `batch_log`), if the batch is
+        known to have been planned; otherwise the records under metadataPath are gone."""
+        if not self.log.was_planned(offset.token, offset.batch):
+            raise CheckpointMismatchError(
+                f"The batch-end record of batch {offset.batch}, task {task} is missing under metadataPath "
+                f"'{self.config.metadata_path}', and so is the record that this batch was planned, although "
+                "the checkpoint says that batch ran: the metadataPath was changed or cleaned. Restore it, or "
+                "start over with a new checkpointLocation."
+            )
+        record = self.log.close_unrun(offset.token, offset.batch, task, starts)
+        if all(end.unrun for end in record.shards.values()):
+            log.info(
+                "Batch %d, task %d never ran (a foreachBatch that used only part of its DataFrame, or none "
+                "of it): its shards %s are read again from the same positions",
+                offset.batch,
+                task,
+                ", ".join(sid for _stream, sid in sorted(starts)),
+            )
+        return record
 
     # -- the next offset -------------------------------------------------------------------------
     def advance(
@@ -231,6 +256,7 @@ class Planner:
                 max_bytes=budgets_bytes.get(ref, -1),
                 closed=streams[key][sid].closed or (info is not None and info.closed),
             )
+        self.log.mark_planned(start.token, start.batch + 1)
         return SourceOffset(
             token=start.token, batch=start.batch + 1, streams=streams, cutoff_ms=self.cutoff_ms
         )
@@ -241,7 +267,8 @@ class Planner:
         config = self.config
         count = assign.task_count(len(refs), config.target_tasks, config.max_shards_per_task)
         if count == len(refs) and config.shard_assigner == "balanced":
-            return {ref: index for index, ref in enumerate(sorted(refs))}  # one per shard
+            ordered = self._first_the_starved([[ref] for ref in sorted(refs)])  # one task per shard
+            return {group[0]: index for index, group in enumerate(ordered)}
         index_of = {key: n for n, key in enumerate(sorted({key for key, _sid in refs}))}
 
         def uid(key: str, sid: str) -> str:
@@ -259,8 +286,19 @@ class Planner:
             by_uid[shard["ShardId"]] = (key, sid)
             shards.append(shard)
         load = {uid(*ref): self._load[ref] for ref in refs if ref in self._load}
-        groups = [g for g in assign.assign(shards, count, config.shard_assigner, load or None) if g]
-        return {by_uid[u]: index for index, group in enumerate(groups) for u in group}
+        groups = [
+            [by_uid[u] for u in g] for g in assign.assign(shards, count, config.shard_assigner, load or None)
+        ]
+        ordered = self._first_the_starved([g for g in groups if g])
+        return {ref: index for index, group in enumerate(ordered) for ref in group}
+
+    def _first_the_starved(self, groups: list[list[ShardRef]]) -> list[list[ShardRef]]:
+        """Task order: groups holding shards whose task did not run last time come first. A foreachBatch
+        that runs only the first task (`df.show()`) then still moves every shard on, batch by batch."""
+        ranked = sorted(
+            range(len(groups)), key=lambda i: (-max(self._starved.get(r, 0) for r in groups[i]), i)
+        )
+        return [groups[i] for i in ranked]
 
     def _drained_now(self, start: SourceOffset, ends: dict[ShardRef, ShardEnd]) -> set[ShardRef]:
         """AvailableNow: shards with nothing more to read before the cutoff stay done for this run.

@@ -10,8 +10,9 @@ Rows leave the task only after its record is durable, so every attempt emits the
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -19,7 +20,7 @@ import pyarrow as pa
 
 from ..aws.kinesis import KinesisProxy
 from ..errors import CheckpointMismatchError
-from ..model import Position, ShardRef
+from ..model import ShardRef
 from . import faults
 from .batch_log import BatchEndLog
 from .columns import Columns
@@ -31,8 +32,12 @@ MAX_THREADS = 16
 
 
 def _fetch_all(
-    config: SourceConfig, plan: TaskPlan, until: dict[ShardRef, Position] | None
+    config: SourceConfig, plan: TaskPlan, expect: Mapping[ShardRef, ShardEnd] | None
 ) -> dict[ShardRef, tuple[Columns, ShardEnd]]:
+    """Read every shard of the task, up to MAX_THREADS at a time. A first attempt (`expect` None)
+    gives each shard a fair share of maxFetchTimeMs, measured from when its read starts: with more
+    shards than threads, later shards would otherwise start after the time was spent and read
+    nothing, batch after batch. A replay reads each shard to its recorded end."""
     proxies: dict[str, KinesisProxy] = {}
     for piece in plan.shards:
         spec = config.stream(piece.stream)
@@ -41,7 +46,8 @@ def _fetch_all(
                 f"Batch {plan.batch} reads stream {piece.stream}, which the options no longer name."
             )
         proxies.setdefault(piece.stream, KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS))
-    deadline = time.monotonic() + config.max_fetch_time_ms / 1000.0
+    waves = math.ceil(len(plan.shards) / MAX_THREADS)
+    share_s = config.max_fetch_time_ms / 1000.0 / max(1, waves)
 
     def one(piece: ShardSlice) -> tuple[Columns, ShardEnd]:
         limits = ShardLimits(
@@ -52,13 +58,14 @@ def _fetch_all(
             if piece.max_bytes > 0
             else config.max_bytes_per_shard,
             cutoff_ms=plan.cutoff_ms,
-            deadline=deadline,
+            deadline=time.monotonic() + share_s,
             bytes_per_second=config.shard_read_bytes_per_second,
             closed=piece.closed,
         )
-        target = None if until is None else until[piece.ref]
+        recorded = None if expect is None else expect[piece.ref]
+        proxy = proxies[piece.stream]
         return fetch_shard(
-            proxies[piece.stream], piece.shard_id, piece.start, limits, target, config.fail_on_data_loss
+            proxy, piece.shard_id, piece.start, limits, recorded, config.fail_on_data_loss, plan.batch
         )
 
     if len(plan.shards) == 1:
@@ -69,6 +76,10 @@ def _fetch_all(
     return {p.ref: result for p, result in zip(plan.shards, results, strict=True)}
 
 
+def _same_read(a: ShardEnd, b: ShardEnd) -> bool:
+    return a.end == b.end and a.first == b.first and a.records == b.records
+
+
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     """Run one task of a batch under the protocol above and yield its rows."""
     log = BatchEndLog.open(config.metadata_path or "")
@@ -76,7 +87,7 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     record = log.read(plan.token, plan.batch, plan.task)
     if record is not None:
         log.check(record, starts)
-        results = _fetch_all(config, plan, {ref: end.end for ref, end in record.shards.items()})
+        results = _fetch_all(config, plan, record.shards)
     else:
         results = _fetch_all(config, plan, None)
         mine = TaskEnd(
@@ -88,11 +99,15 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
         faults.maybe_fail("before-record")
         winner = log.write(mine)
         if winner is not mine:
+            # Another attempt (a retry, a speculative copy, or the driver closing a task it took for
+            # one that never ran) recorded first: emit exactly what it recorded. Shards this attempt
+            # read differently are read again to the winner's end, with the winner's first record and
+            # count checked (data may have aged out between the two attempts).
             log.check(winner, starts)
-            differs = {p.ref for p in plan.shards if winner.shards[p.ref].end != mine.shards[p.ref].end}
-            if differs:
-                redo = replace(plan, shards=tuple(p for p in plan.shards if p.ref in differs))
-                results.update(_fetch_all(config, redo, {ref: winner.shards[ref].end for ref in differs}))
+            again = {p.ref for p in plan.shards if not _same_read(winner.shards[p.ref], mine.shards[p.ref])}
+            if again:
+                redo = replace(plan, shards=tuple(p for p in plan.shards if p.ref in again))
+                results.update(_fetch_all(config, redo, winner.shards))
         faults.maybe_fail("after-record")
     for piece in plan.shards:
         cols, _end = results[piece.ref]

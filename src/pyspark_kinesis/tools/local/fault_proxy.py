@@ -14,6 +14,13 @@ GetShardIterator faults (`call_faults`): "limit" (400 LimitExceededException), "
 down (restarted by a chaos run) every call is answered 503. Throttling, 5xx and resets are
 botocore's and the fetch loop's to retry; an expired iterator is the connector's to re-obtain.
 
+GetRecords answers can also be rewritten, to show the connector what the local servers cannot produce:
+`trim(shard, seq)` drops a shard's records below a sequence number (data aged out past retention: the
+servers keep 24 h at least), `max_limit` caps the records per response (a backlog larger than one
+response), and `strip_partition_keys` removes PartitionKey (records put with the service's AUTO record
+distribution). Which shard a response belongs to is learned from the GetShardIterator call its iterator
+chain started with.
+
 It forwards every other call unchanged, except PutRecords: a chosen fraction of the records in each call is
 *not* forwarded, and the response reports them as failed with ProvisionedThroughputExceededException,
 merged in request order with the real results of the forwarded ones. So the server holds exactly the
@@ -74,6 +81,10 @@ class FaultProxy:
         self.injected: dict[str, int] = {}
         self.calls: Counter[tuple[str, str]] = Counter()  # (agent, operation) -> count
         self.call_times: list[tuple[float, str, str]] = []  # (monotonic time, agent, operation)
+        self.trimmed: dict[str, int] = {}  # shard id -> records below this sequence number are gone
+        self.max_limit: int | None = None  # GetRecords Limit is capped to this
+        self.strip_partition_keys = False
+        self._shard_of: dict[str, str] = {}  # shard iterator -> shard id
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -112,6 +123,8 @@ class FaultProxy:
                     return
                 if target.endswith(".PutRecords") and proxy.reject_fraction > 0:
                     status, headers, payload = proxy.put_records(self.headers, body)
+                elif operation in ("GetShardIterator", "GetRecords"):
+                    status, headers, payload = proxy.read_call(operation, self.headers, body)
                 else:
                     status, headers, payload = proxy.forward(self.headers, body)
                 self.send_response(status)
@@ -187,6 +200,41 @@ class FaultProxy:
             return 503, [("Content-Type", "application/x-amz-json-1.1")], payload
         finally:
             connection.close()
+
+    def trim(self, shard: str, below_seq: str) -> None:
+        """From now on, records of `shard` below sequence number `below_seq` are gone (aged out)."""
+        with self.lock:
+            self.trimmed[shard] = int(below_seq)
+
+    def read_call(self, operation: str, headers, body: bytes):
+        """GetShardIterator / GetRecords, followed to their shard and rewritten as configured."""
+        request = json.loads(body)
+        if operation == "GetRecords" and self.max_limit is not None:
+            request["Limit"] = min(int(request.get("Limit", 10_000)), self.max_limit)
+            body = json.dumps(request).encode()
+        status, response_headers, payload = self.forward(headers, body)
+        if status != 200:
+            return status, response_headers, payload
+        answer = json.loads(payload)
+        with self.lock:
+            if len(self._shard_of) > 100_000:
+                self._shard_of.clear()
+            if operation == "GetShardIterator":
+                self._shard_of[answer["ShardIterator"]] = request["ShardId"]
+                return status, response_headers, payload
+            shard = self._shard_of.get(request["ShardIterator"])
+            if shard is not None and answer.get("NextShardIterator"):
+                self._shard_of[answer["NextShardIterator"]] = shard
+            below = self.trimmed.get(shard or "")
+        if below is None and not self.strip_partition_keys:
+            return status, response_headers, payload
+        records = answer.get("Records", [])
+        if below is not None:
+            records = [r for r in records if int(r["SequenceNumber"]) >= below]
+        if self.strip_partition_keys:
+            records = [{k: v for k, v in r.items() if k != "PartitionKey"} for r in records]
+        answer["Records"] = records
+        return status, response_headers, json.dumps(answer, separators=(",", ":")).encode()
 
     def put_records(self, headers, body: bytes):
         request = json.loads(body)
