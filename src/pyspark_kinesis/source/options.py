@@ -36,7 +36,10 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
     "maxBytesPerBatch": ("(none)", "Upper bound on payload bytes per micro-batch (Spark ReadMaxBytes)."),
     "maxRecordsPerShard": ("100000", "Records one shard contributes to one batch at most (memory bound)."),
     "maxBytesPerShard": ("67108864", "Payload bytes one shard contributes to one batch at most."),
-    "maxFetchTimeMs": ("10000", "Time a task spends fetching one shard in one batch at most."),
+    "maxFetchTimeMs": (
+        "10000",
+        "Time one shard is read in one batch at most; a task with more than 16 shards gives each a fair share.",
+    ),
     "shardAssigner": (
         "balanced",
         "balanced | hash_range | hash_mod | <module>:<function>: shard-to-task assigner.",
@@ -49,7 +52,10 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "idlePollIntervalMs": ("500", "A shard found at the tip is not polled again sooner than this."),
     "shardDiscoveryIntervalMs": ("10000", "ListShards runs at most this often while the query runs."),
-    "failOnDataLoss": ("true", "Fail when records a batch must replay have expired from the stream."),
+    "failOnDataLoss": (
+        "true",
+        "Fail when records the query should read are gone (past retention, stream re-created); false: warn, go on.",
+    ),
     **AWS_OPTIONS,
 }
 

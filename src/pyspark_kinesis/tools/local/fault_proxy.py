@@ -16,8 +16,8 @@ botocore's and the fetch loop's to retry; an expired iterator is the connector's
 
 GetRecords answers can also be rewritten, to show the connector what the local servers cannot produce:
 `trim(shard, seq)` drops a shard's records below a sequence number (data aged out past retention: the
-servers keep 24 h at least), `max_limit` caps the records per response (a backlog larger than one
-response), and `strip_partition_keys` removes PartitionKey (records put with the service's AUTO record
+servers keep 24 h at least), `max_limit` caps the records per response and marks a full one as behind
+the tip (a backlog larger than one response; the local servers answer MillisBehindLatest 0 anyway), and `strip_partition_keys` removes PartitionKey (records put with the service's AUTO record
 distribution). Which shard a response belongs to is learned from the GetShardIterator call its iterator
 chain started with.
 
@@ -226,9 +226,12 @@ class FaultProxy:
             if shard is not None and answer.get("NextShardIterator"):
                 self._shard_of[answer["NextShardIterator"]] = shard
             below = self.trimmed.get(shard or "")
-        if below is None and not self.strip_partition_keys:
-            return status, response_headers, payload
         records = answer.get("Records", [])
+        capped = self.max_limit is not None and len(records) >= self.max_limit
+        if below is None and not self.strip_partition_keys and not capped:
+            return status, response_headers, payload
+        if capped:  # a page cut by the cap has more behind it: say so, as Kinesis does for a backlog
+            answer["MillisBehindLatest"] = max(1000, int(answer.get("MillisBehindLatest") or 0))
         if below is not None:
             records = [r for r in records if int(r["SequenceNumber"]) >= below]
         if self.strip_partition_keys:
