@@ -12,6 +12,8 @@ __all__ = [
     "CheckpointMismatchError",
     "OptionError",
     "StreamAccessError",
+    "StreamNotFoundError",
+    "StreamRecreatedError",
     # while a query runs
     "DataLossError",
     "SinkWriteError",
@@ -32,6 +34,14 @@ class OptionError(KinesisConnectorError, ValueError):
 
 class StreamAccessError(KinesisConnectorError):
     """The stream cannot be reached: missing, endpoint down, or credentials refused."""
+
+
+class StreamNotFoundError(StreamAccessError):
+    """The stream does not exist: never created, deleted, or named wrongly."""
+
+
+class StreamRecreatedError(StreamAccessError):
+    """The stream was deleted and re-created under the same name (same ARN, new creation time)."""
 
 
 class CheckpointMismatchError(KinesisConnectorError):

@@ -70,3 +70,21 @@ def run_available_now(spark, df, checkpoint: str, collector: Collector, timeout_
         raise AssertionError(f"AvailableNow query did not finish within {timeout_s} s")
     if query.exception() is not None:
         raise AssertionError(f"query failed: {query.exception()}")
+
+
+def run_available_now_failure(
+    spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180
+) -> str:
+    """Run an AvailableNow query that must fail; returns its error's text."""
+    query = (
+        df.writeStream.foreachBatch(collector)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        finished = query.awaitTermination(timeout_s)
+    except Exception as exc:  # StreamingQueryException: the query failed, as it must
+        return str(exc)
+    query.stop()
+    raise AssertionError("the query did not fail" if finished else f"the query ran on for {timeout_s} s")

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pyspark_kinesis.config.stream_specs import StreamSpec
-from pyspark_kinesis.errors import StreamAccessError
+from pyspark_kinesis.errors import StreamAccessError, StreamRecreatedError
 from pyspark_kinesis.model import Position, ShardInfo
 from pyspark_kinesis.source.batch_log import BatchEndLog
 from pyspark_kinesis.source.offsets import ShardEnd, SourceOffset, TaskEnd
@@ -20,6 +20,7 @@ from pyspark_kinesis.source.planning import Planner
 from pyspark_kinesis.source.store import BatchEndStore
 
 HALF = 2**127
+CREATED = 1_700_000_000_000  # every fake stream's creation time
 
 
 def arn(name: str) -> str:
@@ -61,6 +62,7 @@ class FakeKinesis:
     shards: dict[str, list[ShardInfo]] = field(default_factory=dict)
     list_calls: Counter = field(default_factory=Counter)
     failures: int = 0  # how many of the next listings fail (throttled, region down)
+    created: dict[str, int] = field(default_factory=dict)  # creation time per stream (default CREATED)
 
     def factory(self, spec: StreamSpec) -> FakeProxy:
         return FakeProxy(self, spec)
@@ -69,6 +71,13 @@ class FakeKinesis:
 class FakeProxy:
     def __init__(self, kinesis: FakeKinesis, spec: StreamSpec) -> None:
         self.kinesis, self.spec = kinesis, spec
+
+    def identity(self) -> tuple[str, int]:
+        return self.spec.key, self.kinesis.created.get(self.spec.key, CREATED)
+
+    def check_same_stream(self) -> None:
+        if self.kinesis.created.get(self.spec.key, CREATED) != self.spec.created_ms:
+            raise StreamRecreatedError(f"{self.spec.key} was re-created (fake)")
 
     def list_shards(self, open_only: bool = False) -> list[ShardInfo]:
         self.kinesis.list_calls[self.spec.key] += 1
@@ -91,7 +100,17 @@ def config(*names: str, **options: str) -> SourceConfig:
     opts = {"streamName": ",".join(names), "region": "us-east-1", "metadataPath": "/unused"}
     opts.setdefault("startingPosition", "TRIM_HORIZON")
     opts.update(options)
-    return parse_options(opts, streaming=True).with_arns([arn(n) for n in names])
+    return parse_options(opts, streaming=True).with_identities([(arn(n), CREATED) for n in names])
+
+
+def config_with_created(base: SourceConfig, created: int, **options: str) -> SourceConfig:
+    """`base`'s streams as a restarted query would see them: with another creation time (re-created)."""
+    names = [s.name for s in base.streams]
+    fresh = parse_options(
+        {"streamName": ",".join(names), "region": "us-east-1", "metadataPath": "/unused", **options},
+        streaming=True,
+    )
+    return fresh.with_identities([(s.key, created) for s in base.streams])
 
 
 @dataclass

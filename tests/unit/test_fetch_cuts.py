@@ -10,7 +10,7 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 
 from pyspark_kinesis.aws.get_records import Records, decode
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.fetching import ShardLimits, ShardRead
+from pyspark_kinesis.source.cutting import BatchCut, ShardLimits
 
 PROXY = SimpleNamespace(name="orders", spec=SimpleNamespace(key="arn:aws:kinesis:us-east-1:1:stream/orders"))
 
@@ -25,7 +25,7 @@ def records(rng: random.Random, count: int) -> Records:
 
 
 def cut(path: str, batch: list[Records], limits: ShardLimits) -> tuple:
-    read = ShardRead(PROXY, "shardId-0", Position.trim_horizon(), limits, None)
+    read = BatchCut(PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), limits, None)
     for response in batch:
         if path == "plain":
             read.take(response, Position.trim_horizon())  # no aggregates here: the bulk path
@@ -65,7 +65,9 @@ def test_payloads_keep_row_order_when_bulk_and_aggregated_responses_mix():
             arrivals=[1_700_000_000.0] * n,
         )
 
-    read = ShardRead(PROXY, "shardId-0", Position.trim_horizon(), ShardLimits(1000, -1), None)
+    read = BatchCut(
+        PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), ShardLimits(1000, -1), None
+    )
     for batch in (
         response(100, [b"a", b"b"]),
         response(200, [b"c", blob]),

@@ -198,3 +198,15 @@ def test_unknown_members_are_left_to_msgspec() -> None:
     body = _body(Records=[{**_record(0, b"x"), "NewField": "v"}], NextShardIterator="A", Later=1)
     assert scan(body) is None
     assert decode(body)["Records"].lists()[2] == [b"x"]
+
+
+def test_a_record_without_a_partition_key_decodes_with_a_null_one():
+    """Records put with the service's AUTO record distribution come back without PartitionKey."""
+    body = (
+        b'{"Records":[{"SequenceNumber":"1","ApproximateArrivalTimestamp":1.5,"Data":"YQ=="},'
+        b'{"SequenceNumber":"2","ApproximateArrivalTimestamp":1.6,"Data":"Yg==","PartitionKey":"k"}],'
+        b'"NextShardIterator":"it","MillisBehindLatest":0}'
+    )
+    records = decode(body)["Records"]
+    assert records.keys.to_pylist() == [None, "k"]
+    assert records.data.to_pylist() == [b"a", b"b"]

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_kinesis.errors import CheckpointMismatchError
+from pyspark_kinesis.errors import CheckpointMismatchError, DataLossError, StreamRecreatedError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.batch_log import BatchEndLog, batch_folder
 from pyspark_kinesis.source.offsets import SourceOffset, TaskEnd
-from tests.unit.planner_fakes import HALF, Clock, FakeKinesis, Harness, arn, config, read, shard
+from pyspark_kinesis.source.planning import plan_tasks
+from tests.unit.planner_fakes import (
+    CREATED,
+    HALF,
+    Clock,
+    FakeKinesis,
+    Harness,
+    arn,
+    config,
+    config_with_created,
+    read,
+    shard,
+)
 
 A = arn("a")
 
@@ -98,16 +110,22 @@ def test_streams_added_to_the_options_start_and_removed_ones_leave():
     assert second.streams[A]["s0"].position == Position.after("1010")
 
 
-def test_a_shard_gone_from_the_listing_counts_as_finished_and_its_children_start():
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_shard_gone_from_the_listing_before_its_end_is_a_loss(fail_on_data_loss):
     kinesis = FakeKinesis({A: [shard("p", closed=True), shard("c1", "p"), shard("c2", "p")]})
-    h = Harness(config("a", shardDiscoveryIntervalMs="0"), kinesis, Clock())
+    options = {"shardDiscoveryIntervalMs": "0", "failOnDataLoss": str(fail_on_data_loss).lower()}
+    h = Harness(config("a", **options), kinesis, Clock())
     planner = h.planner()
     first = planner.next_offset(planner.initial_offset(), None, None)
     assert list(first.tasks().values()) == [[(A, "p")]]  # children wait for their parent
     h.run(first)  # p read 10 records, not to its end
     kinesis.shards[A] = [shard("c1", "p"), shard("c2", "p")]  # p expired past retention
     h.clock.now += 1
-    second = planner.next_offset(first, None, None)
+    if fail_on_data_loss:
+        with pytest.raises(DataLossError, match=r"p \(from after sequence number 1010"):
+            planner.next_offset(first, None, None)
+        return
+    second = planner.next_offset(first, None, None)  # with failOnDataLoss=false the children start
     assert sorted(ref for refs in second.tasks().values() for ref in refs) == [(A, "c1"), (A, "c2")]
     assert second.streams[A]["p"].finished
 
@@ -194,3 +212,38 @@ def test_missing_records_of_a_batch_not_known_to_be_planned_mean_a_cleaned_metad
     h.store.delete_folder(batch_folder(first.token, 0))  # someone cleaned metadataPath
     with pytest.raises(CheckpointMismatchError, match="changed or cleaned"):
         h.planner().next_offset(SourceOffset.from_json(first.to_json()), None, None)
+
+
+def test_a_stream_recreated_since_the_checkpoint_fails_or_starts_over():
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    assert first.created == {A: CREATED}
+    h.run(first)
+    logged = SourceOffset.from_json(first.to_json())
+    # Deleted and re-created while the query was down: same ARN, a new creation time.
+    h.kinesis.shards[A] = [shard("s0")]
+    h.kinesis.created[A] = CREATED + 5000
+    again = Harness(config_with_created(h.config, CREATED + 5000), h.kinesis, h.clock, h.store)
+    with pytest.raises(DataLossError, match="re-created"):
+        again.planner().next_offset(logged, None, None)
+    lenient = Harness(
+        config_with_created(h.config, CREATED + 5000, failOnDataLoss="false"), h.kinesis, h.clock, h.store
+    )
+    offset = lenient.planner().next_offset(logged, None, None)
+    assert set(offset.streams[A]) == {"s0"}
+    assert offset.streams[A]["s0"].position == Position.trim_horizon()  # the new stream from its start
+    assert offset.created == {A: CREATED + 5000}
+    with pytest.raises(DataLossError, match="re-created"):
+        plan_tasks(logged, again.config)  # a replay of the logged batch after the restart
+    assert plan_tasks(logged, lenient.config) == []  # ... or its shards are left out
+
+
+def test_a_stream_recreated_while_the_query_runs_ends_it_clearly():
+    h = one_stream(shardDiscoveryIntervalMs="0")
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first)
+    h.kinesis.created[A] = CREATED + 1
+    with pytest.raises(StreamRecreatedError):
+        planner.next_offset(first, None, None)

@@ -65,3 +65,21 @@ def is_expired_iterator(exc: BaseException) -> bool:
 def is_not_found(exc: BaseException) -> bool:
     """The stream, or one of its shards, does not exist (deleted, or a shard past retention)."""
     return error_code(exc) == "ResourceNotFoundException"
+
+
+def is_future_timestamp(exc: BaseException) -> bool:
+    """GetShardIterator AT_TIMESTAMP refused because the time is ahead of the service's clock (a start
+    pinned by a driver whose clock runs ahead, or a user's timestamp not reached yet)."""
+    if error_code(exc) != "InvalidArgumentException":
+        return False
+    message = str(exc.response.get("Error", {}).get("Message", "")).lower()  # type: ignore[attr-defined]
+    return "future" in message or "greater than the current" in message
+
+
+def is_foreign_sequence_number(exc: BaseException) -> bool:
+    """A sequence number the shard does not know: from another stream of the same name (deleted and
+    re-created), or of a record that aged out."""
+    if error_code(exc) not in ("InvalidArgumentException", "ResourceNotFoundException"):
+        return False
+    message = str(exc.response.get("Error", {}).get("Message", "")).lower()  # type: ignore[attr-defined]
+    return "sequencenumber" in message.replace(" ", "") or "sequence number" in message

@@ -30,9 +30,9 @@ from .get_records_scan import scan
 OUTPUT_SHAPE = "GetRecordsOutput"
 
 
-class _Record(msgspec.Struct, rename="pascal", gc=False):
+class _Record(msgspec.Struct, rename="pascal", gc=False, kw_only=True):
     sequence_number: str
-    partition_key: str
+    partition_key: str | None = None  # absent for records put with the service's AUTO record distribution
     data: bytes  # base64 in the body; msgspec decodes it
     approximate_arrival_timestamp: float  # epoch seconds, as Kinesis sends them
 

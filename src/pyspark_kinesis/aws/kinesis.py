@@ -17,7 +17,7 @@ from botocore.exceptions import (
 
 from ..config.aws_settings import AwsSettings
 from ..config.stream_specs import StreamSpec, arn_parts
-from ..errors import StreamAccessError
+from ..errors import StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ..model import Position, ShardInfo
 from .client import kinesis_client
 from .errors import CREDENTIAL_CODES
@@ -48,7 +48,7 @@ def describe_failure(exc: Exception, spec: StreamSpec) -> StreamAccessError:
     if isinstance(exc, ClientError):
         code = exc.response.get("Error", {}).get("Code", "")
         if code == "ResourceNotFoundException":
-            return StreamAccessError(
+            return StreamNotFoundError(
                 f"Kinesis {where} does not exist. Create it, or fix the 'streamName'/'streams'/'region' options."
             )
         if code in CREDENTIAL_CODES:
@@ -87,6 +87,11 @@ class KinesisProxy:
     def check_stream(self) -> str:
         """Fail fast with a clear message if the stream is missing or unreachable (or its role cannot be
         assumed); returns the stream's ARN, its identity in offsets."""
+        return self.identity()[0]
+
+    def identity(self) -> tuple[str, int | None]:
+        """The stream's ARN and creation time (epoch ms; None if the server does not say), or a clear
+        error (`StreamNotFoundError` when it does not exist)."""
         try:
             summary = self.client.describe_stream_summary(**self.spec.api_args())["StreamDescriptionSummary"]
         except (ClientError, BotoCoreError) as exc:
@@ -94,7 +99,29 @@ class KinesisProxy:
         arn = summary.get("StreamARN")
         if not arn:  # a server that does not report it: an identity that is unique in practice
             arn = f"arn:aws:kinesis:{self.settings.region}:unknown:stream/{self.name}"
-        return str(arn)
+        created = summary.get("StreamCreationTimestamp")
+        return str(arn), (int(created.timestamp() * 1000) if created is not None else None)
+
+    def check_same_stream(self) -> None:
+        """Raise a clear error if the stream was deleted, or deleted and re-created, since the query
+        started (the creation time tells); return quietly if it is the stream the query started with."""
+        try:
+            _arn, created = self.identity()
+        except StreamNotFoundError:
+            raise self.deleted() from None
+        if self.spec.created_ms is not None and created is not None and created != self.spec.created_ms:
+            raise StreamRecreatedError(
+                f"Kinesis {self.spec.describe()} was deleted and re-created while the query read it: the "
+                "records it had not read yet are gone, and its positions do not apply to the new stream. "
+                "Restart the query: with failOnDataLoss=false it goes on with the new stream from its start."
+            )
+
+    def deleted(self) -> StreamNotFoundError:
+        """The error for a stream that went away while the query read it."""
+        return StreamNotFoundError(
+            f"Kinesis {self.spec.describe()} was deleted while the query read it. Restore it and restart the "
+            "query, or remove it from the options (streamName/streams) and restart."
+        )
 
     def list_shards(self, open_only: bool = False) -> list[ShardInfo]:
         """Every shard ListShards reports, following NextToken pages. With `open_only`, ask the server

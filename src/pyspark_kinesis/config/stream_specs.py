@@ -51,6 +51,9 @@ class StreamSpec:
     starting_position: Position = Position(LATEST)  # noqa: RUF009 (a frozen value)
     arn: str | None = None
     by_arn: bool = False  # named by ARN: API calls pass StreamARN (cross-account access needs it)
+    # When the stream was created (DescribeStreamSummary), learned at query start: a stream deleted and
+    # re-created under the same name keeps its ARN, and only this tells the two apart.
+    created_ms: int | None = None
 
     @property
     def key(self) -> str:
@@ -73,8 +76,8 @@ class StreamSpec:
             where += f" (through role {self.aws.role_arn})"
         return where
 
-    def with_arn(self, arn: str) -> StreamSpec:
-        return replace(self, arn=arn)
+    def with_identity(self, arn: str, created_ms: int | None) -> StreamSpec:
+        return replace(self, arn=arn, created_ms=created_ms)
 
 
 def arn_parts(text: str) -> tuple[str, str, str] | None:

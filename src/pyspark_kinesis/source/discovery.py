@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
-from ..errors import OptionError, StreamAccessError
+from ..errors import DataLossError, OptionError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ..model import LATEST, Position, ShardInfo
 from . import lineage
 from .offsets import BackfillSlice, ShardState
@@ -33,10 +33,11 @@ def now_ms() -> int:
 def resolve_streams(config: SourceConfig) -> SourceConfig:
     """Check at query start that every stream is reachable (endpoint, credentials, role, existence),
     failing fast with one clear message, and learn each stream's ARN: its identity in offsets."""
-    arns = [
-        KinesisProxy(spec, agent="planner", max_attempts=_STARTUP_ATTEMPTS).check_stream()
+    identities = [
+        KinesisProxy(spec, agent="planner", max_attempts=_STARTUP_ATTEMPTS).identity()
         for spec in config.streams
     ]
+    arns = [arn for arn, _created in identities]
     for index, arn in enumerate(arns):
         if arn in arns[:index]:
             raise OptionError(
@@ -44,7 +45,7 @@ def resolve_streams(config: SourceConfig) -> SourceConfig:
                 f"names the stream {arn} twice",
                 "Name each stream once.",
             )
-    return config.with_arns(arns)
+    return config.with_identities(identities)
 
 
 def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
@@ -96,10 +97,15 @@ class ShardDiscovery:
         """What the latest listing of stream `key` said about a shard (None if it was not listed)."""
         return self._stream(key).infos.get(shard_id)
 
-    def initial_states(self, key: str) -> dict[str, ShardState]:
-        """The shards a stream starts with, at its starting position (LATEST pinned to now)."""
+    def created(self, key: str) -> int | None:
+        """When the stream was created, as learned at query start."""
+        return self._stream(key).spec.created_ms
+
+    def initial_states(self, key: str, start: Position | None = None) -> dict[str, ShardState]:
+        """The shards a stream starts with, at `start` (default: its starting position; LATEST is
+        pinned to now)."""
         stream = self._stream(key)
-        start = stream.spec.starting_position
+        start = start or stream.spec.starting_position
         listed = stream.proxy.list_shards(open_only=start.kind == LATEST)
         stream.last_ms = self._clock()
         stream.infos = {s.shard_id: s for s in listed}
@@ -126,7 +132,14 @@ class ShardDiscovery:
             return states
         stream.last_ms = self._clock()
         try:
+            # Still the stream the query started with? Deleted, or deleted and re-created (same ARN,
+            # new creation time, and positions that do not apply to it): the query ends, clearly.
+            stream.proxy.check_same_stream()
             listed = stream.proxy.list_shards()
+        except StreamNotFoundError:
+            raise stream.proxy.deleted() from None
+        except StreamRecreatedError:
+            raise
         except StreamAccessError as exc:
             log.warning("Kinesis stream %s: shard discovery failed, retried later: %s", key, exc)
             return states
@@ -137,10 +150,16 @@ class ShardDiscovery:
             log.info("Kinesis stream %s: new shards %s", key, ", ".join(added))
         merged, expired = lineage.mark_expired(merged, listed)
         if expired:
-            log.warning(
-                "Kinesis stream %s: shards %s are past retention before being read to their end; their "
-                "unread records are lost and their children start now",
-                key,
-                ", ".join(expired),
+            where = ", ".join(
+                f"{sid} (from {states[sid].position.describe()})" for sid in expired if sid in states
             )
+            text = (
+                f"Kinesis stream {key}: shards {where or ', '.join(expired)} went past retention before they were "
+                "read to their end; their unread records are lost"
+            )
+            if self.config.fail_on_data_loss:
+                raise DataLossError(
+                    f"{text}. Set failOnDataLoss=false to accept the loss and go on with their children."
+                )
+            log.warning("%s; failOnDataLoss=false: their children start now", text)
         return merged

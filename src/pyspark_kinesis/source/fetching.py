@@ -9,28 +9,29 @@ allow (first attempt) or exactly up to a recorded end (replay), into Arrow-ready
   end), so one throttled shard or stream delays only its batch, never fails it. A replay, which must
   reach its recorded end, retries longer and then fails the task.
 - An expired iterator is re-obtained from the last position read.
-- Responses without KPL aggregates take a bulk path (slices of the decoded columns); aggregates and
-  replays go record by record.
+- What of each response belongs to the batch (limits, cutoff, replay bound, aggregates): `cutting`.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import logging
 import random
 import time
-from dataclasses import dataclass
 
-import pyarrow.compute as pc
-
-from ..aws.errors import CALL_ERRORS, is_expired_iterator, is_retryable
+from ..aws.errors import (
+    CALL_ERRORS,
+    is_expired_iterator,
+    is_foreign_sequence_number,
+    is_future_timestamp,
+    is_not_found,
+    is_retryable,
+)
 from ..aws.get_records import Records
 from ..aws.kinesis import KinesisProxy
 from ..errors import DataLossError
-from ..model import AFTER, END, INSIDE, Position, seq_key
+from ..model import END, INSIDE, TIMESTAMP, Position
 from .columns import Columns
-from .deaggregation import MAGIC, deaggregate
+from .cutting import BatchCut, ShardLimits
 from .offsets import ShardEnd
 from .worker_state import ITERATORS, PACER
 
@@ -49,45 +50,12 @@ _REPLAY_RETRIES = 30  # failed calls in a row a replay accepts before the task f
 _BACKOFF_BASE_S, _BACKOFF_MAX_S = 0.1, 5.0
 
 
-@dataclass
-class ShardLimits:
-    max_records: int  # -1: unbounded (replay)
-    max_bytes: int
-    cutoff_ms: int | None = None
-    deadline: float = float("inf")  # time.monotonic() after which no new call starts
-    bytes_per_second: int = 2_000_000  # the shard's read quota; 0: no byte pacing
-    closed: bool = False  # ListShards says the shard is closed (see CLOSED_EMPTY_READS)
-
-
-def _before_or_at(seq: str, sub: int, until: Position) -> bool:
-    """True while user record (seq, sub) lies at or before the recorded end `until`."""
-    if until.kind == END:
-        return True
-    key, end_key = seq_key(seq), seq_key(until.seq or "0")
-    if key != end_key:
-        return key < end_key
-    return until.kind == AFTER or sub <= until.sub
-
-
-def _reached(seq: str, sub: int, total: int, until: Position) -> bool:
-    """True when (seq, sub) is the last user record a replay up to `until` must produce."""
-    if until.kind == AFTER:
-        return seq == until.seq and sub == total - 1
-    if until.kind == INSIDE:
-        return seq == until.seq and sub == until.sub
-    return False
-
-
-def _position_after(seq: str, sub: int, total: int) -> Position:
-    return Position.after(seq) if sub >= total - 1 else Position.inside(seq, sub)
-
-
-class ShardRead:
+class ShardRead(BatchCut):
     """One shard's read in one batch: where it is, what it took, and why it stopped.
 
     `run` is the read loop: one paced GetRecords call after another until a limit, the tip, the
-    shard's end, the replay bound or the batch's time budget stops it. The `take` methods decide what
-    of each response belongs to the batch."""
+    shard's end, the replay bound or the batch's time budget stops it. What of each response belongs
+    to the batch is `BatchCut`'s to decide."""
 
     def __init__(
         self,
@@ -97,16 +65,14 @@ class ShardRead:
         limits: ShardLimits,
         expect: ShardEnd | None = None,
         batch: int = -1,
+        fail_on_data_loss: bool = True,
     ):
         """`expect`: the recorded end a replay must reproduce (None for a first attempt)."""
-        self.proxy, self.shard, self.start, self.limits = proxy, shard, start, limits
-        self.expect, self.batch = expect, batch
-        self.until = None if expect is None else expect.end
-        self.first: tuple[str, int] | None = None  # the first user record taken
-        self.cols = Columns(proxy.name, proxy.spec.key, shard)
-        self.last: tuple[str, int, int] | None = None  # (seq, sub, subs in that record) of the last row taken
-        self.n_bytes = 0
-        self.reached_cutoff = self.stop = self.done_until = False
+        super().__init__(
+            proxy.name, proxy.spec.key, shard, start, limits, None if expect is None else expect.end
+        )
+        self.proxy, self.shard = proxy, shard
+        self.expect, self.batch, self.fail_on_data_loss = expect, batch, fail_on_data_loss
         # The loop's own state: the iterator in use, where it was obtained (its skips apply), when.
         self.key = (proxy.spec.key, shard)
         self.iterator: str | None = None
@@ -119,109 +85,8 @@ class ShardRead:
         self.asked = MAX_GET_RECORDS  # the Limit of the last call
         self.started = 0.0  # when the last call started (pacing)
 
-    @property
-    def resume(self) -> Position:
-        return self.start if self.last is None else _position_after(*self.last)
-
-    def _full(self, size: int) -> bool:
-        """First attempt: whether taking a record of `size` bytes would break the batch's limits
-        (a batch always takes at least one record, however large)."""
-        limits, taken = self.limits, len(self.cols)
-        return taken > 0 and (
-            (limits.max_records > 0 and taken >= limits.max_records)
-            or (limits.max_bytes > 0 and self.n_bytes + size > limits.max_bytes)
-        )
-
-    def take(self, records: Records, skip_from: Position) -> None:
-        """Take what this response offers within the limits, the cutoff and the replay bound."""
-        if (
-            self.until is None
-            and skip_from.kind != INSIDE
-            and records
-            and not pc.any(pc.starts_with(records.data, pattern=MAGIC)).as_py()
-        ):
-            self._take_plain(records)
-            return
-        self._take_each(records, skip_from)
-
-    def _cut(self, sizes: list[int]) -> int:
-        """How many of these records fit the batch's limits: the bulk form of `_full`."""
-        limits, taken = self.limits, len(self.cols)
-        count = len(sizes)
-        if limits.max_records > 0:
-            count = min(count, max(0, limits.max_records - taken))
-        if limits.max_bytes > 0:
-            # Running totals are non-decreasing: the records that fit are those whose total <= room.
-            count = bisect.bisect_right(
-                list(itertools.accumulate(sizes[:count])), limits.max_bytes - self.n_bytes
-            )
-        return max(count, 1) if taken == 0 and sizes else count
-
-    def _take_plain(self, records: Records) -> None:
-        """Bulk path (no aggregates, no replay bound): cut the columns at the first limit."""
-        available, beyond_cutoff = len(records), False
-        if self.limits.cutoff_ms is not None:
-            first_beyond = pc.index(
-                pc.greater(records.arrivals, self.limits.cutoff_ms / 1000.0), True
-            ).as_py()
-            if first_beyond >= 0:
-                available, beyond_cutoff = first_beyond, True
-        total = records.payload_bytes if available == len(records) else records.bytes_before(available)
-        limits, taken = self.limits, len(self.cols)
-        if (limits.max_records <= 0 or taken + available <= limits.max_records) and (
-            limits.max_bytes <= 0 or self.n_bytes + total <= limits.max_bytes
-        ):
-            take, took_bytes = available, total  # the usual case: the whole response fits
-        else:
-            sizes = pc.binary_length(records.data.slice(0, available)).to_pylist()
-            take = self._cut(sizes)
-            took_bytes = sum(sizes[:take])
-        # The cutoff is reached only if the limits let every record before it in: a shard cut short by
-        # a limit still has records to read under this AvailableNow run.
-        self.reached_cutoff = beyond_cutoff and take == available
-        self.stop = take < available or beyond_cutoff
-        if not take:
-            return
-        if self.first is None:
-            self.first = (records.seqs[0].as_py(), 0)
-        self.cols.add(records, take)
-        self.n_bytes += took_bytes
-        self.last = (records.seqs[take - 1].as_py(), 0, 1)
-
-    def _take_each(self, records: Records, skip_from: Position) -> None:
-        until, limits, cols = self.until, self.limits, self.cols
-        bound = None if until is not None or limits.cutoff_ms is None else limits.cutoff_ms / 1000.0
-        seqs, keys, data, arrivals = records.lists()
-        for index, seq in enumerate(seqs):
-            arrival = arrivals[index]
-            if bound is not None and arrival > bound:
-                self.reached_cutoff = self.stop = True
-                return
-            users = deaggregate(data[index])
-            if users is None:
-                users = [(keys[index], None, data[index])]
-            total = len(users)
-            for sub, (key, _hash_key, payload) in enumerate(users):
-                if skip_from.skips(seq, sub):
-                    continue
-                if until is not None:
-                    if not _before_or_at(seq, sub, until):
-                        self.stop = self.done_until = True
-                        return
-                elif self._full(len(payload)):
-                    self.stop = True
-                    return
-                if self.first is None:
-                    self.first = (seq, sub)
-                cols.append(payload, key, seq, sub, arrival)
-                self.n_bytes += len(payload)
-                self.last = (seq, sub, total)
-                if until is not None and _reached(seq, sub, total, until):
-                    self.stop = self.done_until = True
-                    return
-
     # -- the read loop ---------------------------------------------------------------------------
-    def run(self, fail_on_data_loss: bool = True) -> tuple[Columns, ShardEnd]:
+    def run(self) -> tuple[Columns, ShardEnd]:
         """Read until something stops the read; returns the rows and where the shard's read ended."""
         start, until = self.start, self.until
         if start.is_end or (until is not None and until == start):
@@ -244,7 +109,7 @@ class ShardRead:
             # The read ended between responses (at the tip, or out of time): the iterator continues
             # from exactly where this batch ends.
             ITERATORS.put(self.key[0], self.shard, self.resume, self.iterator, self.obtained)
-        return self.cols, self._end(fail_on_data_loss)
+        return self.cols, self._end()
 
     def _want(self) -> int:
         if self.until is None and self.limits.max_records > 0:
@@ -266,6 +131,14 @@ class ShardRead:
         except CALL_ERRORS as exc:
             if is_expired_iterator(exc):
                 self.iterator = None
+                return None
+            if self.iterator is None and self.skip_from.kind == TIMESTAMP and is_future_timestamp(exc):
+                # The start is ahead of the service's clock (a LATEST pinned by a driver whose clock runs
+                # ahead, or a timestamp not reached yet): nothing can have arrived since. At the tip.
+                self.at_tip = self.stop = True
+                return None
+            if is_not_found(exc) or is_foreign_sequence_number(exc):
+                self._gone()
                 return None
             if not is_retryable(exc):
                 raise
@@ -310,10 +183,43 @@ class ShardRead:
             return True
         return False
 
-    def _end(self, fail_on_data_loss: bool) -> ShardEnd:
+    def _gone(self) -> None:
+        """The shard, or the records at the read's position, are not there. The stream deleted or
+        re-created ends the query with a clear error; otherwise the data aged out past retention: a
+        DataLossError, or with failOnDataLoss=false a warning and the read goes on from the oldest
+        record left (or the shard counts as read to its end when none of it is left)."""
+        self.proxy.check_same_stream()
+        position = self.resume
+        try:
+            oldest: str | None = self.proxy.shard_iterator(self.shard, Position.trim_horizon())
+        except CALL_ERRORS as exc:
+            if not is_not_found(exc):
+                raise
+            oldest = None
+        if oldest is None:
+            self._loss(
+                f"the shard is gone (past retention) before it was read to its end from {position.describe()}"
+            )
+            self.closed = True
+            return
+        self._loss(f"the records from {position.describe()} on are past retention, up to the oldest one left")
+        self.iterator, self.obtained, self.skip_from = oldest, time.monotonic(), Position.trim_horizon()
+        if self.last is None:
+            self.origin = Position.trim_horizon()
+
+    def _loss(self, what: str) -> None:
+        where = f"Kinesis stream '{self.proxy.name}' ({self.proxy.spec.key}), shard {self.shard}"
+        if self.fail_on_data_loss:
+            raise DataLossError(
+                f"{where}, batch {self.batch}: {what}, and those records are lost. Set failOnDataLoss=false "
+                "to accept the loss and go on."
+            )
+        log.warning("%s, batch %d: %s; failOnDataLoss=false: going on without them", where, self.batch, what)
+
+    def _end(self) -> ShardEnd:
         until = self.until
         if until is not None:
-            self._check_replay(fail_on_data_loss)
+            self._check_replay()
             end = until
         elif self.closed and not self.stop:
             end = Position.shard_end()
@@ -332,7 +238,7 @@ class ShardRead:
             first=self.first,
         )
 
-    def _check_replay(self, fail_on_data_loss: bool) -> None:
+    def _check_replay(self) -> None:
         """A replay must return exactly the first attempt's rows: reach the recorded end, start at the
         recorded first record (a TRIM_HORIZON or timestamp start moves as data ages out) and count the
         same rows. Otherwise records are gone: a DataLossError, or with failOnDataLoss=false a warning
@@ -356,7 +262,7 @@ class ShardRead:
             f"{'' if reached else ' and does not reach that end'}: about {lost} records are past retention "
             "(or the stream was deleted and re-created)"
         )
-        if fail_on_data_loss:
+        if self.fail_on_data_loss:
             raise DataLossError(
                 f"{text}. The batch cannot be replayed exactly. Set failOnDataLoss=false to accept the loss "
                 "and go on with the records that are left."
@@ -375,4 +281,4 @@ def fetch_shard(
 ) -> tuple[Columns, ShardEnd]:
     """Read `shard` from `start`. With `expect` (a recorded end), produce exactly the records the
     attempt that recorded it read, or report their loss (see `ShardRead._check_replay`)."""
-    return ShardRead(proxy, shard, start, limits, expect, batch).run(fail_on_data_loss)
+    return ShardRead(proxy, shard, start, limits, expect, batch, fail_on_data_loss).run()

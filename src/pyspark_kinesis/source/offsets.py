@@ -90,6 +90,9 @@ class SourceOffset:
     batch: int
     streams: dict[str, dict[str, ShardState]]  # stream ARN -> shard id -> state
     cutoff_ms: int | None = None  # Trigger.AvailableNow: read records that arrived up to here
+    # Stream ARN -> its creation time when its positions were first taken: a stream deleted and
+    # re-created under the same name has the same ARN, and these positions do not apply to it.
+    created: dict[str, int] = field(default_factory=dict)
 
     def tasks(self) -> dict[int, list[ShardRef]]:
         """Task index -> the shards it reads, in (stream, shard id) order."""
@@ -116,6 +119,8 @@ class SourceOffset:
         }
         if self.cutoff_ms is not None:
             data["cut"] = self.cutoff_ms
+        if self.created:
+            data["created"] = dict(sorted(self.created.items()))
         return data
 
     @staticmethod
@@ -129,6 +134,7 @@ class SourceOffset:
                 for stream, shards in data["streams"].items()
             },
             cutoff_ms=data.get("cut"),
+            created={str(k): int(v) for k, v in data.get("created", {}).items()},
         )
 
 

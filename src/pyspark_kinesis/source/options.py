@@ -88,9 +88,10 @@ class SourceConfig:
                 return spec
         return None
 
-    def with_arns(self, arns: list[str]) -> SourceConfig:
-        """The config with every stream's identity resolved (in `streams` order)."""
-        return replace(self, streams=tuple(s.with_arn(a) for s, a in zip(self.streams, arns, strict=True)))
+    def with_identities(self, identities: list[tuple[str, int | None]]) -> SourceConfig:
+        """The config with every stream's identity (ARN, creation time) resolved, in `streams` order."""
+        specs = (s.with_identity(arn, ms) for s, (arn, ms) in zip(self.streams, identities, strict=True))
+        return replace(self, streams=tuple(specs))
 
 
 def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfig:

@@ -12,12 +12,13 @@ import logging
 import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from .. import assign
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
-from ..errors import CheckpointMismatchError
+from ..errors import CheckpointMismatchError, DataLossError
 from ..model import Position, ShardRef
 from . import lineage
 from .batch_log import BatchEndLog
@@ -40,17 +41,43 @@ def split_budget(total: int, shard_ids: list[K], rotate: int) -> dict[K, int]:
     return out
 
 
+def recreated_streams(offset: SourceOffset, config: SourceConfig) -> list[str]:
+    """Streams of the offset that were deleted and re-created since it was written: same ARN, another
+    creation time. Their positions do not apply to the new stream; with failOnDataLoss a DataLossError."""
+    out = []
+    for key, then in sorted(offset.created.items()):
+        spec = config.stream(key)
+        now = None if spec is None else spec.created_ms
+        if now is None or now == then:
+            continue
+        if config.fail_on_data_loss:
+            raise DataLossError(
+                f"Kinesis stream {key} was deleted and re-created since this checkpoint was written (created "
+                f"{_iso(then)} then, {_iso(now)} now): the records the query had not read from the old stream "
+                "are gone, and its positions do not apply to the new one. Set failOnDataLoss=false to go on "
+                "with the new stream from its start (TRIM_HORIZON), or start over with a new checkpointLocation."
+            )
+        out.append(key)
+    return out
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
 def plan_tasks(offset: SourceOffset, config: SourceConfig) -> list[TaskPlan]:
     """The tasks of the batch `offset` describes, in task order: what each reads, from where, within
-    which budget. Shards of streams no longer in the options are left out (their settings are gone)."""
+    which budget. Shards of streams no longer in the options are left out (their settings are gone),
+    and so, with failOnDataLoss=false, are those of streams re-created since (see `recreated_streams`)."""
     plans = []
+    gone = set(recreated_streams(offset, config))
     for task, refs in sorted(offset.tasks().items()):
-        kept = [ref for ref in refs if config.stream(ref[0]) is not None]
+        kept = [ref for ref in refs if config.stream(ref[0]) is not None and ref[0] not in gone]
         if len(kept) < len(refs):
             # A batch logged before a restart that removed streams: the removed ones cannot be read;
             # they leave the query here, as from the next batch on.
             log.warning(
-                "Batch %d: skipping shards of streams no longer in the options: %s",
+                "Batch %d: skipping shards of streams no longer in the options, or re-created: %s",
                 offset.batch,
                 ", ".join(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept})),
             )
@@ -87,6 +114,7 @@ class Planner:
         self._initial: SourceOffset | None = None
         self._load: dict[ShardRef, float] = {}  # recent bytes per batch per shard (moving average)
         self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
+        self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
         self._starved: dict[ShardRef, int] = {}  # batches in a row whose task for the shard never ran
 
     # -- start of a new query --------------------------------------------------------------------
@@ -97,7 +125,9 @@ class Planner:
             token = uuid.uuid4().hex
             self.log.start_query(token, sorted(streams))
             self._checked_tokens.add(token)
-            self._initial = SourceOffset(token=token, batch=-1, streams=streams)
+            self._initial = SourceOffset(
+                token=token, batch=-1, streams=streams, created=self._created(streams, {})
+            )
         return self._initial
 
     # -- checks that the checkpoint and the records belong together ------------------------------
@@ -122,9 +152,9 @@ class Planner:
             return self._ends_cache[1]
         ends: dict[ShardRef, ShardEnd] = {}
         for task, all_refs in offset.tasks().items():
-            # Shards of streams removed from the options were not read when the batch ran after the
-            # restart (see `plan_tasks`): they have no end to find.
-            refs = [ref for ref in all_refs if ref[0] in self._configured]
+            # Shards of streams removed from the options (or re-created) were not read when the batch
+            # ran after the restart (see `plan_tasks`): they have no end to find.
+            refs = [ref for ref in all_refs if ref[0] in self._configured and ref[0] not in self._recreated]
             if not refs:
                 continue
             starts = {ref: offset.state(ref).position for ref in refs}
@@ -202,8 +232,16 @@ class Planner:
     def next_offset(self, start: SourceOffset, max_rows: int | None, max_bytes: int | None) -> SourceOffset:
         """The offset of the next batch, or `start` itself when there is nothing to read now."""
         self.check_offset(start)
+        self._recreated = set(recreated_streams(start, self.config))
         ends = self.recorded_ends(start)
         streams = self._follow_options(self.advance(start, ends))
+        for key in sorted(self._recreated):
+            log.warning(
+                "Kinesis stream %s was deleted and re-created since the checkpoint: failOnDataLoss=false, so "
+                "the old stream's unread records are given up and the new stream is read from its start",
+                key,
+            )
+            streams[key] = self.discovery.initial_states(key, Position.trim_horizon())
         for key in streams:
             # A shard that closed in the last batch forces one listing (its children are new); the
             # same recorded ends come back on every trigger until a batch is planned, so each closure
@@ -258,8 +296,23 @@ class Planner:
             )
         self.log.mark_planned(start.token, start.batch + 1)
         return SourceOffset(
-            token=start.token, batch=start.batch + 1, streams=streams, cutoff_ms=self.cutoff_ms
+            token=start.token,
+            batch=start.batch + 1,
+            streams=streams,
+            cutoff_ms=self.cutoff_ms,
+            created=self._created(
+                streams, {k: v for k, v in start.created.items() if k not in self._recreated}
+            ),
         )
+
+    def _created(self, streams: dict[str, dict[str, ShardState]], known: dict[str, int]) -> dict[str, int]:
+        """Each stream's creation time as the offset keeps it: what it said, else what the query start learned."""
+        out = {}
+        for key in streams:
+            created = known.get(key, self.discovery.created(key))
+            if created is not None:
+                out[key] = created
+        return out
 
     def _assign(self, refs: list[ShardRef]) -> dict[ShardRef, int]:
         """Group the shards of a batch onto tasks with the configured assigner (see `assign`). Shards of

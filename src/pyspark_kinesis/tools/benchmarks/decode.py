@@ -74,7 +74,7 @@ def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
 
     from ...aws.get_records import decode, decode_msgspec
     from ...model import Position
-    from ...source.fetching import ShardLimits, ShardRead
+    from ...source.cutting import BatchCut, ShardLimits
 
     shape = (
         botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape
@@ -89,7 +89,14 @@ def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
         response = {"body": body, "headers": {}, "status_code": 200}
 
         def path(body: bytes = body) -> None:
-            read = ShardRead(proxy, "shardId-0", Position.trim_horizon(), ShardLimits(100_000, 1 << 26), None)
+            read = BatchCut(
+                proxy.name,
+                proxy.spec.key,
+                "shardId-0",
+                Position.trim_horizon(),
+                ShardLimits(100_000, 1 << 26),
+                None,
+            )
             read.take(decode(body)["Records"], Position.trim_horizon())
             read.cols.to_arrow()
 

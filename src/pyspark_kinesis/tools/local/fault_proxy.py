@@ -18,7 +18,7 @@ GetRecords answers can also be rewritten, to show the connector what the local s
 `trim(shard, seq)` drops a shard's records below a sequence number (data aged out past retention: the
 servers keep 24 h at least), `max_limit` caps the records per response and marks a full one as behind
 the tip (a backlog larger than one response; the local servers answer MillisBehindLatest 0 anyway), and `strip_partition_keys` removes PartitionKey (records put with the service's AUTO record
-distribution). Which shard a response belongs to is learned from the GetShardIterator call its iterator
+distribution), and the shards in `gone` answer ResourceNotFoundException (expired past retention). Which shard a response belongs to is learned from the GetShardIterator call its iterator
 chain started with.
 
 It forwards every other call unchanged, except PutRecords: a chosen fraction of the records in each call is
@@ -85,6 +85,7 @@ class FaultProxy:
         self.max_limit: int | None = None  # GetRecords Limit is capped to this
         self.strip_partition_keys = False
         self._shard_of: dict[str, str] = {}  # shard iterator -> shard id
+        self.gone: set[str] = set()  # shard ids whose iterators and reads answer ResourceNotFound (expired)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -209,6 +210,17 @@ class FaultProxy:
     def read_call(self, operation: str, headers, body: bytes):
         """GetShardIterator / GetRecords, followed to their shard and rewritten as configured."""
         request = json.loads(body)
+        with self.lock:
+            shard = request.get("ShardId") or self._shard_of.get(request.get("ShardIterator", ""))
+            expired = shard in self.gone
+            if expired:
+                self.injected["gone"] = self.injected.get("gone", 0) + 1
+        if expired:
+            message = (
+                f"Shard {shard} in stream {request.get('StreamName', '?')} does not exist (expired, injected)"
+            )
+            payload = json.dumps({"__type": "ResourceNotFoundException", "message": message}).encode()
+            return 400, [("Content-Type", "application/x-amz-json-1.1")], payload
         if operation == "GetRecords" and self.max_limit is not None:
             request["Limit"] = min(int(request.get("Limit", 10_000)), self.max_limit)
             body = json.dumps(request).encode()
