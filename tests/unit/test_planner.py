@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from pyspark_kinesis.errors import CheckpointMismatchError, DataLossError, StreamRecreatedError
+from pyspark_kinesis.errors import (
+    CheckpointMismatchError,
+    DataLossError,
+    StreamAccessError,
+    StreamRecreatedError,
+)
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.batch_log import BatchEndLog, batch_folder
 from pyspark_kinesis.source.offsets import SourceOffset, TaskEnd
@@ -246,4 +253,34 @@ def test_a_stream_recreated_while_the_query_runs_ends_it_clearly():
     h.run(first)
     h.kinesis.created[A] = CREATED + 1
     with pytest.raises(StreamRecreatedError):
+        planner.next_offset(first, None, None)
+
+
+def test_available_now_does_not_end_while_a_closed_shards_children_are_unlisted():
+    """The listing a closure forces fails (or does not show the children ChildShards named): under
+    AvailableNow no batch planned ends the run, so the planner lists again first."""
+    kinesis = FakeKinesis({A: [shard("p")]})
+    h = Harness(config("a"), kinesis, Clock())
+    planner = h.planner()
+    planner.sleep = lambda _s: None
+    planner.cutoff_ms = h.clock.now
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    closed = read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())
+    h.run(first, {(A, "p"): replace(closed, children=("c1",))})
+    kinesis.failures = 2
+    kinesis.shards[A] = [shard("p", closed=True), shard("c1", "p")]
+    second = planner.next_offset(first, None, None)
+    assert list(second.tasks().values()) == [[(A, "c1")]]
+
+
+def test_available_now_fails_rather_than_end_with_children_unread():
+    kinesis = FakeKinesis({A: [shard("p")]})
+    h = Harness(config("a"), kinesis, Clock())
+    planner = h.planner()
+    planner.sleep = lambda _s: None
+    planner.cutoff_ms = h.clock.now
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first, {(A, "p"): read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())})
+    kinesis.failures = 100
+    with pytest.raises(StreamAccessError, match="cannot finish"):
         planner.next_offset(first, None, None)

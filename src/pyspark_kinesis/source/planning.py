@@ -9,6 +9,7 @@ offset, so a restarted driver replans a logged batch identically from the checkp
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import replace
@@ -18,7 +19,7 @@ from typing import TypeVar
 from .. import assign
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
-from ..errors import CheckpointMismatchError, DataLossError
+from ..errors import CheckpointMismatchError, DataLossError, StreamAccessError
 from ..model import Position, ShardRef
 from . import lineage
 from .batch_log import BatchEndLog
@@ -27,6 +28,7 @@ from .offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, Ta
 from .options import SourceConfig
 
 log = logging.getLogger(__name__)
+_AVAILABLE_NOW_LISTINGS = 6  # listings tried after a closure before an AvailableNow run gives up
 K = TypeVar("K", bound=Hashable)
 
 
@@ -105,6 +107,7 @@ class Planner:
         self.config = config
         self.log = batch_log
         self.clock = clock
+        self.sleep: Callable[[float], None] = time.sleep  # between listings retried (tests replace it)
         self.discovery = ShardDiscovery(config, proxy_factory, clock)
         self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow
@@ -229,6 +232,34 @@ class Planner:
                 log.info("Kinesis stream %s was added to the options: read from its starting position", key)
         return out
 
+    def _list_after(
+        self, closures: set[ShardRef], ends: dict[ShardRef, ShardEnd], states: dict[str, ShardState]
+    ) -> dict[str, ShardState]:
+        """The listing a closure forces. It must succeed and show the children the closed shards
+        reported (ChildShards), or it is tried again: at the next trigger, or under AvailableNow, where
+        no batch planned means the run ends, a few times now, and then the run fails rather than end
+        with those children unread."""
+        key = next(iter(closures))[0]
+        expected = {child for ref in closures for child in ends[ref].children}
+        tries = _AVAILABLE_NOW_LISTINGS if self.cutoff_ms is not None else 1
+        refreshed, missing = states, expected
+        for attempt in range(tries):
+            refreshed = self.discovery.refresh(key, states, force=True, cutoff_ms=self.cutoff_ms)
+            missing = expected - set(refreshed)
+            if refreshed is not states and not missing:
+                self._closures_seen |= closures
+                return refreshed
+            if attempt + 1 < tries:
+                self.sleep(min(8.0, 0.5 * 2**attempt))
+        if self.cutoff_ms is not None:
+            raise StreamAccessError(
+                f"Kinesis stream {key}: shards {', '.join(sorted(sid for _k, sid in closures))} closed, but "
+                f"{tries} listings in a row failed or did not show their children"
+                f"{' ' + ', '.join(sorted(missing)) if missing else ''}; trigger(availableNow=True) cannot "
+                "finish without reading them. Run the query again once ListShards answers."
+            )
+        return refreshed
+
     def next_offset(self, start: SourceOffset, max_rows: int | None, max_bytes: int | None) -> SourceOffset:
         """The offset of the next batch, or `start` itself when there is nothing to read now."""
         self.check_offset(start)
@@ -249,11 +280,10 @@ class Planner:
             closures = {
                 ref for ref, e in ends.items() if ref[0] == key and e.end.is_end
             } - self._closures_seen
-            refreshed = self.discovery.refresh(
-                key, streams[key], force=bool(closures), cutoff_ms=self.cutoff_ms
-            )
-            if refreshed is not streams[key] or not closures:
-                self._closures_seen |= closures
+            if closures:
+                refreshed = self._list_after(closures, ends, streams[key])
+            else:
+                refreshed = self.discovery.refresh(key, streams[key], force=False, cutoff_ms=self.cutoff_ms)
             streams[key] = lineage.prune_finished(refreshed)
 
         now = self.clock()
