@@ -251,3 +251,16 @@ def test_streams_named_by_arn_are_written_in_the_arn_region(spark, kinesis_local
     assert_exactly_once(
         read_back(spark, kinesis_local.endpoint, second), [f"r-{i}" for i in range(301, 500, 2)]
     )
+
+
+def test_a_non_ascii_digit_explicit_hash_key_is_a_bad_row(spark, kinesalite):
+    """'²' passes str.isdigit but is no hash key: a bad row named as such, never a raw ValueError."""
+    stream = new_stream(client(kinesalite.endpoint), shards=1)
+    df = spark.range(10, numPartitions=1).selectExpr(
+        "'x' AS data", "'k' AS partitionKey", "IF(id = 6, '²', '5') AS explicitHashKey"
+    )
+    with pytest.raises(Exception, match=r"Row 6 of partition 0 .* explicitHashKey is not a decimal number"):
+        write(df, kinesalite.endpoint, stream)
+    before = len(read_back(spark, kinesalite.endpoint, stream))
+    write(df, kinesalite.endpoint, stream, onInvalidRecord="skip")
+    assert len(read_back(spark, kinesalite.endpoint, stream)) - before == 9

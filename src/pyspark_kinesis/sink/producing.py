@@ -50,6 +50,12 @@ class Entry:
         return item
 
 
+def _hash_key_ok(text: str) -> bool:
+    """Kinesis takes ASCII decimal digits only; str.isdigit alone also accepts other scripts' digits
+    and superscripts, which int() then refuses or reads differently."""
+    return 0 < len(text) <= 39 and text.isascii() and text.isdigit() and int(text) < 2**128
+
+
 def invalid_reason(data: bytes | None, key: str | None, hash_key: str | None) -> str | None:
     """Why Kinesis would refuse this record, or None."""
     if data is None:
@@ -61,8 +67,8 @@ def invalid_reason(data: bytes | None, key: str | None, hash_key: str | None) ->
     size = len(data) + len(key.encode())
     if size > MAX_RECORD_BYTES:
         return f"record is {size} bytes with its partition key (at most {MAX_RECORD_BYTES})"
-    if hash_key is not None and not (hash_key.isdigit() and int(hash_key) < 2**128):
-        return "explicitHashKey is not a decimal number below 2^128"
+    if hash_key is not None and not _hash_key_ok(hash_key):
+        return "explicitHashKey is not a decimal number below 2^128 (ASCII digits only)"
     return None
 
 
