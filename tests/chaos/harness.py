@@ -7,7 +7,8 @@ Parquet folders, overwritten on replay, so the sink is idempotent). While record
 schedule injects faults: driver SIGKILLs (at random moments, and exactly between an offset-log
 write and its commit), executor SIGKILLs (local-cluster mode), reshards, and a server restart; the
 proxy throttles, fails, delays, cuts and expires calls at the run's rates; tasks fail on their
-first attempt; speculation may be on. Then the producer stops, a last AvailableNow run drains the
+first attempt; speculation may be on; the foreachBatch may use none of some batches and only
+partition 0 of others (so their other tasks never run). Then the producer stops, a last AvailableNow run drains the
 stream, and the output is compared with what the producer was told was written.
 """
 
@@ -54,6 +55,7 @@ class Plan:
     delay: tuple[float, float]
     events: list[tuple[float, str]]  # (seconds after start, kind)
     max_records_per_batch: int
+    partial: bool = False  # a foreachBatch that uses none of some batches and partition 0 of others
 
     @staticmethod
     def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
@@ -92,6 +94,7 @@ class Plan:
             delay=(0.05, 0.8),
             events=sorted(events),
             max_records_per_batch=rng.choice([50, 150, 400]),
+            partial=short or rng.random() < 0.5,
         )
 
 
@@ -220,6 +223,7 @@ class ChaosRun:
             "conf": conf,
             "interval": "300 milliseconds",
             "timeout_s": self.plan.seconds * 4 + 120,
+            "partial": self.plan.partial,
         }
 
     def _env(self) -> dict[str, str]:
@@ -375,7 +379,7 @@ class ChaosRun:
                 producer.join(timeout=30)
                 if self.driver is not None:  # the run's end is a crash too
                     self._kill_driver(False)
-                drain = dict(cfg, trigger="availableNow", timeout_s=600)
+                drain = dict(cfg, trigger="availableNow", timeout_s=600)  # partial too: it must still end
                 run_driver(drain, self._env(), timeout_s=660)
                 for kind, count in proxy.injected.items():
                     self.result.faults[f"proxy {kind}"] += count
@@ -390,6 +394,10 @@ class ChaosRun:
         log = self.work / "task-faults.log"
         if log.exists():
             self.result.faults["task failure"] += len(log.read_text().splitlines())
+        partial_log = self.work / "cp.partial.log"
+        if partial_log.exists():  # batches (replays counted once) the foreachBatch used only part of
+            used = {line for line in partial_log.read_text().splitlines() if line}
+            self.result.faults["partial batch"] += len(used)
         self.result.seconds = time.monotonic() - started
         return self.result
 

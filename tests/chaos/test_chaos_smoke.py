@@ -1,6 +1,7 @@
 """The chaos suite's smoke run, part of the default tests: one short run with every kind of fault a
 single local[2] query on kinesalite can take (proxy faults, a driver SIGKILL at a random moment and
-one between an offset-log write and its commit, first-attempt task failures, a reshard)."""
+one between an offset-log write and its commit, first-attempt task failures, a reshard, and a
+foreachBatch that uses none of some batches and only partition 0 of others)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def test_a_short_chaos_run_loses_and_repeats_nothing(tmp_path):
     result = ChaosRun(plan, tmp_path / "run").run()
     assert not result.error, result.error
     assert result.faults["driver SIGKILL"] >= 2 and result.faults["reshard"] >= 1
+    assert result.faults["partial batch"] >= 2, result.faults
     assert sum(v for k, v in result.faults.items() if k.startswith("proxy")) >= 5, result.faults
     assert result.put > 100 and result.read >= result.put
     assert (result.lost, result.duplicated, result.extra, result.order_violations, result.server_lost) == (

@@ -42,12 +42,28 @@ def main() -> None:
         reader = reader.option(key, value)
     out = cfg["out"]
     pause = float(cfg.get("pause_s", 0))
+    partial = bool(cfg.get("partial", False))
 
     def write_batch(df, batch_id: int) -> None:
         if pause:
             time.sleep(pause)  # widen the window in which the driver can be killed mid-batch
+        if partial and batch_id % 4 in (1, 2):
+            write_part(df, batch_id)
+            return
         rows = df.withColumn("pos", F.monotonically_increasing_id())
         rows.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
+
+    def write_part(df, batch_id: int) -> None:
+        """A foreachBatch that uses part of its batch, chosen by batch id (a replay chooses the same):
+        none of it, or partition 0 only. Tasks that never run must be read again in later batches."""
+        with open(cfg["checkpoint"] + ".partial.log", "a") as log:
+            log.write(f"{batch_id} {'skip' if batch_id % 4 == 1 else 'partition-0'}\n")
+        if batch_id % 4 == 1:
+            return
+        rows = spark.sparkContext.runJob(df.rdd, lambda part: list(part), partitions=[0])
+        indexed = [(*row, pos) for pos, row in enumerate(rows)]
+        schema = df.schema.add("pos", "long")
+        spark.createDataFrame(indexed, schema).write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
 
     writer = (
         reader.load().writeStream.foreachBatch(write_batch).option("checkpointLocation", cfg["checkpoint"])
