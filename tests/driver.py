@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -42,13 +43,56 @@ def run_driver(cfg: dict, env: dict | None = None, timeout_s: float = 240) -> No
 
 
 def output_rows(out: Path) -> list[dict]:
-    """Rows of every batch in batch order, then in their order inside the batch."""
+    """Rows of every batch in batch order, then in their order inside the batch; each row carries its
+    batch id as "batch"."""
     rows = []
     folders = sorted(out.glob("batch=*"), key=lambda p: int(p.name.split("=")[1]))
     for folder in folders:
+        batch = int(folder.name.split("=")[1])
         table = pq.read_table(folder).sort_by("pos")
-        rows.extend(table.to_pylist())
+        rows.extend(dict(row, batch=batch) for row in table.to_pylist())
     return rows
+
+
+# -- the query's state, read from its checkpoint and metadataPath ------------------------------------
+def _numbered(folder: Path) -> set[int]:
+    return {int(p.name) for p in folder.glob("[0-9]*") if p.name.isdigit()} if folder.exists() else set()
+
+
+def in_flight(checkpoint: Path) -> int | None:
+    """The batch whose offset Spark logged and has not committed yet (None between batches)."""
+    pending = _numbered(checkpoint / "offsets") - _numbered(checkpoint / "commits")
+    return max(pending) if pending else None
+
+
+def committed(checkpoint: Path) -> int:
+    """How many batches the query has committed."""
+    return len(_numbered(checkpoint / "commits"))
+
+
+def task_records(meta: Path, batch: int) -> int:
+    """How many tasks of `batch` have recorded their batch end (they read, and emit next)."""
+    return sum(1 for _ in meta.glob(f"*/batch-{batch:012d}/task-*.json"))
+
+
+def kill_in_window(
+    process: subprocess.Popen, checkpoint: Path, meta: Path, window: str, timeout_s: float = 60
+) -> str | None:
+    """SIGKILL the driver (its whole session) once the query is in `window`, and say what was hit:
+    "mid-batch" (a logged, uncommitted batch whose tasks have started recording their ends) or
+    "before-tasks" (a logged, uncommitted batch none of whose tasks recorded yet). None when the window
+    was not found in time or the driver ended first: nothing was killed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        batch = in_flight(checkpoint)
+        if batch is not None:
+            records = task_records(meta, batch)
+            if (window == "mid-batch" and records > 0) or (window == "before-tasks" and records == 0):
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+                return f"batch {batch} in flight, {records} task records written"
+        time.sleep(0.01)
+    return None
 
 
 def config(endpoint: str, stream: str, tmp: Path, **extra) -> dict:

@@ -4,8 +4,11 @@ A run starts a local Kinesis (with persistence, so it can be restarted), a count
 front of it for the connector, a producer putting numbered records straight into the server, and
 the query in its own driver process (tests/integration/driver_app.py: foreachBatch into per-batch
 Parquet folders, overwritten on replay, so the sink is idempotent). While records flow, a seeded
-schedule injects faults: driver SIGKILLs (at random moments, and exactly between an offset-log
-write and its commit), executor SIGKILLs (local-cluster mode), reshards, and a server restart; the
+schedule picks when faults are due; each fires only once the query is in the state it targets (a
+driver that has committed a batch since it started; a batch logged and not committed, before or
+after its tasks recorded their ends) and reports what it hit: driver SIGKILLs, executor SIGKILLs
+(local-cluster mode), reshards, and a server restart (delivered only if calls were refused while it
+was down). A fault that finds no such state in time is a miss, and a run with a miss fails; the
 proxy throttles, fails, delays, cuts and expires calls at the run's rates; tasks fail on their
 first attempt; speculation may be on; the foreachBatch may use none of some batches and only
 partition 0 of others (so their other tasks never run). Then the producer stops, a last AvailableNow run drains the
@@ -31,10 +34,17 @@ import orjson
 
 from pyspark_kinesis.tools.local import LocalKinesis
 from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
-from tests.driver import output_rows, run_driver, start_driver
+from tests.driver import committed, in_flight, kill_in_window, output_rows, run_driver, start_driver
 from tests.helpers import merge, open_shards, split, wait_active
 
 KEYS = 12
+_LABELS = {  # scheduled fault kind -> the column it is counted in once delivered
+    "kill-driver-before-tasks": "driver SIGKILL before tasks",
+    "kill-driver-mid-batch": "driver SIGKILL mid-batch",
+    "kill-executor": "executor SIGKILL",
+    "reshard": "reshard",
+    "restart-server": "server restart",
+}
 
 
 @dataclass
@@ -63,8 +73,8 @@ class Plan:
         kind = "kinesis-local" if index % 2 == 0 else "kinesalite"
         cluster = not short and index % 3 == 2
         events: list[tuple[float, str]] = [
-            (rng.uniform(0.15, 0.35) * seconds, "kill-driver-between-offset-and-commit"),
-            (rng.uniform(0.55, 0.75) * seconds, "kill-driver"),
+            (rng.uniform(0.15, 0.35) * seconds, "kill-driver-before-tasks"),
+            (rng.uniform(0.55, 0.75) * seconds, "kill-driver-mid-batch"),
         ]
         events += [
             (rng.uniform(0.1, 0.9) * seconds, "reshard") for _ in range(1 if short else rng.randint(2, 3))
@@ -108,8 +118,11 @@ class Result:
     duplicated: int = 0
     extra: int = 0
     order_violations: int = 0
+    lineage_violations: int = 0  # a child shard's rows in a batch not after every batch of its parents'
     server_lost: int = 0  # acknowledged records the server does not hold once (not the connector's doing)
     unplanned_exits: int = 0  # driver processes that ended by themselves with an error
+    hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit
+    missed: list[str] = field(default_factory=list)  # scheduled faults that found no state to hit
     seconds: float = 0.0
     error: str = ""
 
@@ -120,7 +133,10 @@ class Result:
             or self.duplicated
             or self.extra
             or self.order_violations
+            or self.lineage_violations
             or self.server_lost
+            or self.unplanned_exits
+            or self.missed
             or self.error
         )
 
@@ -188,6 +204,7 @@ class ChaosRun:
         self.result = Result(plan)
         self.server: LocalKinesis | None = None
         self.driver: subprocess.Popen[bytes] | None = None
+        self.commits_at_start = 0  # batches committed when the running driver started
         self.stream = f"chaos-{plan.index}-{int(time.time())}"
 
     # -- pieces --------------------------------------------------------------------------------
@@ -196,7 +213,12 @@ class ChaosRun:
         return server.start()
 
     def _config(self, proxy: FaultProxy) -> dict[str, Any]:
-        conf = {"spark.task.maxFailures": "8"}  # local-cluster mode (local mode takes it from the master)
+        (self.work / "events").mkdir(exist_ok=True)
+        conf = {
+            "spark.task.maxFailures": "8",  # local-cluster mode (local mode takes it from the master)
+            "spark.eventLog.enabled": "true",  # shows which task attempts were speculative
+            "spark.eventLog.dir": str(self.work / "events"),
+        }
         if self.plan.speculation:
             conf |= {
                 "spark.speculation": "true",
@@ -239,69 +261,93 @@ class ChaosRun:
             self.driver = None
         if self.driver is None:
             self.driver = start_driver(cfg, self._env())
+            self.commits_at_start = committed(self.work / "cp")
 
-    def _kill_driver(self, between_offset_and_commit: bool) -> None:
-        if self.driver is None:
-            return
-        if between_offset_and_commit:
-            offsets, commits = self.work / "cp" / "offsets", self.work / "cp" / "commits"
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                logged = {p.name for p in offsets.glob("[0-9]*")} if offsets.exists() else set()
-                done = {p.name for p in commits.glob("[0-9]*")} if commits.exists() else set()
-                if logged - done:
-                    break
-                time.sleep(0.02)
-        os.killpg(self.driver.pid, signal.SIGKILL)
-        self.driver.wait(timeout=30)
-        self.driver = None
-        self.result.faults["driver SIGKILL"] += 1
-
-    def _kill_executor(self) -> None:
-        executors: list[int] = []
-        for _wait in range(300):  # up to 30 s: after a driver restart the executors take a while to start
-            if self.driver is None:
-                return
-            session = self.driver.pid
-            executors = [pid for pid, cmd in _session_pids(session) if "CoarseGrainedExecutorBackend" in cmd]
-            if executors:
-                break
+    def _ready(self, cfg: dict[str, Any], timeout_s: float = 120) -> bool:
+        """Wait until the running driver has committed a batch since it started: a fault aimed at a
+        running query must not land in the driver's JVM start-up."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._ensure_driver(cfg)
+            if committed(self.work / "cp") > self.commits_at_start:
+                return True
             time.sleep(0.1)
-        if executors:
-            os.kill(self.rng.choice(executors), signal.SIGKILL)
-            self.result.faults["executor SIGKILL"] += 1
+        return False
 
-    def _reshard(self, kin: Any) -> None:
+    def _fire(
+        self, kind: str, cfg: dict[str, Any], kin: Any, producer: Producer, proxy: FaultProxy
+    ) -> str | None:
+        """Deliver one scheduled fault once the query is in the state it targets; what it hit, or None."""
+        if kind.startswith("kill-driver"):
+            if not self._ready(cfg):
+                return None
+            window = "mid-batch" if kind.endswith("mid-batch") else "before-tasks"
+            assert self.driver is not None
+            hit = kill_in_window(self.driver, self.work / "cp", self.work / "meta", window)
+            if hit is not None:
+                self.driver = None
+            return hit
+        if kind == "kill-executor":
+            return self._kill_executor(cfg)
+        if kind == "reshard":
+            return self._reshard(kin)
+        if kind == "restart-server":
+            return self._restart_server(producer, proxy)
+        raise ValueError(kind)
+
+    def _kill_executor(self, cfg: dict[str, Any]) -> str | None:
+        """SIGKILL one executor JVM while a batch is in flight."""
+        if not self._ready(cfg):
+            return None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.driver is not None:
+            batch = in_flight(self.work / "cp")
+            executors = [
+                p for p, cmd in _session_pids(self.driver.pid) if "CoarseGrainedExecutorBackend" in cmd
+            ]
+            if batch is not None and executors:
+                victim = self.rng.choice(executors)
+                os.kill(victim, signal.SIGKILL)
+                return f"executor {victim} while batch {batch} was in flight"
+            time.sleep(0.02)
+        return None
+
+    def _reshard(self, kin: Any) -> str:
         shards = open_shards(kin, self.stream)
         choice = self.rng.random()
-        if self.plan.kind == "kinesis-local" and choice < 0.34:
-            target = max(1, min(8, self.rng.choice([len(shards) + 1, len(shards) * 2 - 1, len(shards) - 1])))
-            target = max(target, (len(shards) + 1) // 2)
-            if target != len(shards):
-                kin.update_shard_count(
-                    StreamName=self.stream, TargetShardCount=target, ScalingType="UNIFORM_SCALING"
-                )
-                wait_active(kin, self.stream)
-        elif len(shards) > 1 and choice < 0.67:
+        target = max(1, min(8, self.rng.choice([len(shards) + 1, len(shards) * 2 - 1, len(shards) - 1])))
+        target = max(target, (len(shards) + 1) // 2)
+        if self.plan.kind == "kinesis-local" and choice < 0.34 and target != len(shards):
+            kin.update_shard_count(
+                StreamName=self.stream, TargetShardCount=target, ScalingType="UNIFORM_SCALING"
+            )
+            wait_active(kin, self.stream)
+            return f"UpdateShardCount {len(shards)} -> {target}"
+        if len(shards) > 1 and choice < 0.67:
             i = self.rng.randrange(len(shards) - 1)
             merge(kin, self.stream, shards[i], shards[i + 1])
-        else:
-            split(kin, self.stream, self.rng.choice(shards))
-        self.result.faults["reshard"] += 1
+            return f"merge {shards[i]['ShardId']} + {shards[i + 1]['ShardId']}"
+        victim = self.rng.choice(shards)
+        split(kin, self.stream, victim)
+        return f"split {victim['ShardId']}"
 
-    def _restart_server(self, producer: Producer) -> None:
+    def _restart_server(self, producer: Producer, proxy: FaultProxy) -> str | None:
+        """Stop the server (data kept) and start it again; delivered when the connector felt it: calls
+        answered 503 by the proxy while the server was down."""
         assert self.server is not None
         producer.running.clear()
         time.sleep(3)  # kinesis-local snapshots every second: let the last records reach the disk
         port = self.server.port
         snapshot = self._complete_snapshot()
+        refused_before = proxy.injected.get("server-down", 0)
         self.server.stop()
         if snapshot is not None:
             self._restore_if_cut(snapshot)
-        time.sleep(self.rng.uniform(0.5, 2.0))  # calls in this window get 503 from the proxy
+        time.sleep(self.rng.uniform(1.5, 3.0))  # calls in this window get 503 from the proxy
+        refused = proxy.injected.get("server-down", 0) - refused_before
         self.server = self._start_server(port)
         producer.running.set()
-        self.result.faults["server restart"] += 1
+        return f"{refused} calls refused while down" if refused else None
 
     def _snapshot_file(self) -> Path:
         return self.work / "kinesis-data" / "kinesis-data.json"
@@ -361,14 +407,12 @@ class ChaosRun:
                             break
                         self._ensure_driver(cfg)
                         time.sleep(0.1)
-                    if kind.startswith("kill-driver"):
-                        self._kill_driver(kind.endswith("commit"))
-                    elif kind == "kill-executor":
-                        self._kill_executor()
-                    elif kind == "reshard":
-                        self._reshard(kin)
-                    elif kind == "restart-server":
-                        self._restart_server(producer)
+                    hit = self._fire(kind, cfg, kin, producer, proxy)
+                    if hit is None:
+                        self.result.missed.append(kind)
+                    else:
+                        self.result.faults[_LABELS[kind]] += 1
+                        self.result.hits.append(f"{kind}: {hit}")
                     self._ensure_driver(cfg)
                 for _wait in range(100_000):
                     if time.monotonic() - begin >= plan.seconds:
@@ -377,8 +421,10 @@ class ChaosRun:
                     time.sleep(0.1)
                 producer.done.set()
                 producer.join(timeout=30)
-                if self.driver is not None:  # the run's end is a crash too
-                    self._kill_driver(False)
+                if self.driver is not None:  # the run's end is a crash too (not a scheduled fault)
+                    os.killpg(self.driver.pid, signal.SIGKILL)
+                    self.driver.wait(timeout=30)
+                    self.driver = None
                 drain = dict(cfg, trigger="availableNow", timeout_s=600)  # partial too: it must still end
                 run_driver(drain, self._env(), timeout_s=660)
                 for kind, count in proxy.injected.items():
@@ -394,6 +440,13 @@ class ChaosRun:
         log = self.work / "task-faults.log"
         if log.exists():
             self.result.faults["task failure"] += len(log.read_text().splitlines())
+        speculative = sum(
+            f.read_text(errors="replace").count('"Speculative":true')
+            for f in (self.work / "events").rglob("*")
+            if f.is_file()
+        )
+        if speculative:  # from Spark's event log: speculative task attempts that started
+            self.result.faults["speculative attempt"] += speculative
         partial_log = self.work / "cp.partial.log"
         if partial_log.exists():  # batches (replays counted once) the foreachBatch used only part of
             used = {line for line in partial_log.read_text().splitlines() if line}
@@ -419,6 +472,16 @@ class ChaosRun:
             if key in last and number <= last[key]:
                 result.order_violations += 1
             last[key] = max(number, last.get(key, -1))
+        # Order rule 2, per batch: a child shard's rows come in batches after every batch holding rows
+        # of its parents.
+        batches: dict[str, list[int]] = {}
+        for row in rows:
+            batches.setdefault(row["shardId"], []).append(row["batch"])
+        for shard in kin.list_shards(StreamName=self.stream)["Shards"]:
+            child = batches.get(shard["ShardId"])
+            for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
+                if child and parent in batches and min(child) <= max(batches[parent]):
+                    result.lineage_violations += 1
 
 
 def _everything_in(kin: Any, stream: str) -> list[str]:

@@ -34,26 +34,37 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         f"{platform.python_version()}), with `bash scripts/chaos.sh --runs {len(results)} --seconds {seconds:g} "
         f"--seed {seed}`. {len(results)} runs, {total_faults} injected faults, "
         f"{sum(r.lost for r in results)} records lost, {sum(r.duplicated for r in results)} duplicated, "
-        f"{sum(r.order_violations for r in results)} per-key order violations.",
+        f"{sum(r.order_violations for r in results)} per-key order violations, "
+        f"{sum(r.lineage_violations for r in results)} child-before-parent batches, "
+        f"{sum(len(r.missed) for r in results)} scheduled faults that found nothing to hit, "
+        f"{sum(not r.ok for r in results)} failed runs.",
         "",
         "Each run: a local Kinesis (kinesis-local on even runs, kinesalite on odd ones; persistence on), a "
         "fault proxy in front of it for the connector, a producer putting numbered records with 12 partition "
         "keys, and the query in its own driver process writing each batch with foreachBatch to Parquet "
-        "(overwrite per batch id: idempotent). Faults follow a seeded schedule (see tests/chaos/harness.py). "
+        "(overwrite per batch id: idempotent). A seeded schedule says when faults are due; each fires only "
+        "once the query is in the state it targets and counts only if delivered (see tests/chaos/harness.py; "
+        "the list below says what each one hit). "
         "At the end the producer stops, one AvailableNow run drains the stream, and the output is compared "
         "with everything the server holds (`server lost` counts records the producer was told were written "
         "but the server does not hold once).",
         "",
-        "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords; `proxy limit/internal` "
-        "on ListShards and GetShardIterator; `proxy delay` held-back responses; `proxy server-down` calls "
-        "answered 503 while the server restarted; `driver SIGKILL` (one of them exactly between an offset-log "
-        "write and its commit); `executor SIGKILL` (local-cluster[2,1,1024] runs); `task failure` first "
-        "attempts failed before or after recording their batch end; `reshard` split, merge or "
-        "UpdateShardCount; `server restart` with its data kept. Speculation was on in the runs marked spec.",
+        "Fault kinds: `proxy throttle/internal/unavailable/expired/reset/cut` on GetRecords; `proxy "
+        "limit/internal` on ListShards and GetShardIterator; `proxy delay` held-back responses; `proxy "
+        "server-down` calls answered 503 while the server restarted; `driver SIGKILL before tasks` (a batch "
+        "logged, none of its tasks recorded) and `driver SIGKILL mid-batch` (a logged batch, some tasks "
+        "recorded, not committed); `executor SIGKILL` while a batch is in flight (local-cluster[2,1,1024] "
+        "runs); `task failure` first attempts failed before or after recording their batch end; `speculative "
+        "attempt` task attempts Spark's event log marks speculative; `partial batch` batches the foreachBatch "
+        "used none of or only partition 0 of; `reshard` split, merge or UpdateShardCount; `server restart` "
+        "with its data kept, counted only when calls were refused while down. Speculation was on in the runs "
+        "marked spec. `lineage` counts child shards with rows in a batch not after every batch of their "
+        "parents' rows (order rule 2); `missed` scheduled faults that found no state to hit (a run with one "
+        "fails).",
         "",
         "| run | server | master | spec | seconds | " + " | ".join(kinds) + " | faults | put | read | lost | "
-        "duplicated | order | server lost | driver exits | result |",
-        "|" + "---|" * (len(kinds) + 15),
+        "duplicated | order | lineage | server lost | driver exits | missed | result |",
+        "|" + "---|" * (len(kinds) + 17),
     ]
     for r in results:
         p = r.plan
@@ -61,9 +72,12 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
             f"| {p.index} | {p.kind} | {p.master} | {'yes' if p.speculation else 'no'} | {r.seconds:.0f} | "
             + " | ".join(str(r.faults.get(k, 0)) for k in kinds)
             + f" | {sum(r.faults.values())} | {r.put} | {r.read} | {r.lost} | {r.duplicated} | "
-            f"{r.order_violations} | {r.server_lost} | {r.unplanned_exits} | "
-            f"{'ok' if r.ok else 'FAILED ' + r.error.replace('|', '/')} |"
+            f"{r.order_violations} | {r.lineage_violations} | {r.server_lost} | {r.unplanned_exits} | "
+            f"{len(r.missed)} | {'ok' if r.ok else 'FAILED ' + (r.error or ', '.join(r.missed)).replace('|', '/')} |"
         )
+    lines += ["", "## What each scheduled fault hit", ""]
+    for r in results:
+        lines.append(f"- run {r.plan.index}: " + "; ".join(r.hits + [f"MISSED {m}" for m in r.missed]))
     return "\n".join(lines) + "\n"
 
 
