@@ -218,6 +218,7 @@ class ChaosRun:
             "spark.task.maxFailures": "8",  # local-cluster mode (local mode takes it from the master)
             "spark.eventLog.enabled": "true",  # shows which task attempts were speculative
             "spark.eventLog.dir": str(self.work / "events"),
+            "spark.eventLog.compress": "false",
         }
         if self.plan.speculation:
             conf |= {

@@ -4,7 +4,6 @@ attempt (before and after recording their batch end), speculative execution, and
 from __future__ import annotations
 
 import os
-import random
 import signal
 import threading
 import time
@@ -20,7 +19,8 @@ from pyspark_kinesis.source.offsets import ShardSlice, TaskPlan
 from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.reading import read_task
 from pyspark_kinesis.source.store import open_store
-from tests.driver import config, output_rows, run_driver, start_driver
+from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
+from tests.driver import committed, config, kill_in_window, output_rows, run_driver, start_driver
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
@@ -30,23 +30,24 @@ def test_driver_killed_mid_batch_then_restarted(kinesalite, tmp_path):
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)
     expected = put(kin, stream, 0, 400)
-    rng = random.Random(7)
     cfg = config(kinesalite.endpoint, stream, tmp_path, pause_s=1.5)
-    kills = 0
-    for round_ in range(3):
+    hits = []
+    for round_, window in enumerate(("mid-batch", "before-tasks", "mid-batch")):
         process = start_driver(cfg)
-        # Wait until batches are flowing, then kill at a random moment: planning, reading or writing.
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not list((tmp_path / "out").glob("batch=*")):
-            time.sleep(0.2)
+        # Past the driver's start-up (it has committed a batch), then killed in the chosen window of a
+        # batch in flight: logged and uncommitted, before or after its tasks recorded their ends.
+        begun = committed(tmp_path / "cp")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and committed(tmp_path / "cp") <= begun and process.poll() is None:
+            time.sleep(0.1)
         expected += put(kin, stream, 1000 * (round_ + 1), 200)
-        time.sleep(rng.uniform(0.5, 3.0))
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-        kills += 1
+        hits.append(kill_in_window(process, tmp_path / "cp", tmp_path / "meta", window))
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+    assert all(hits), f"a kill found no batch in flight: {hits}"
     run_driver(dict(cfg, trigger="availableNow", pause_s=0))
     rows = output_rows(tmp_path / "out")
-    assert kills == 3
     assert_exactly_once(rows, expected)
     assert_shard_order(rows)
     assert_key_order(rows)
@@ -61,24 +62,6 @@ def test_task_failing_on_first_attempt_is_retried_exactly(kinesalite, tmp_path, 
     run_driver(cfg, env={"PYSPARK_KINESIS_FAULT": step})
     log = Path(cfg["checkpoint"] + ".log").read_text(errors="replace")
     assert "injected fault" in log, "the fault was not injected, so this test proved nothing"
-    rows = output_rows(tmp_path / "out")
-    assert_exactly_once(rows, expected)
-    assert_shard_order(rows)
-
-
-def test_speculative_execution_on(kinesalite, tmp_path):
-    kin = client(kinesalite.endpoint)
-    stream = new_stream(kin, shards=4)
-    expected = put(kin, stream, 0, 600)
-    conf = {
-        "spark.speculation": "true",
-        "spark.speculation.interval": "50ms",
-        "spark.speculation.quantile": "0.1",
-        "spark.speculation.multiplier": "1.1",
-        "spark.speculation.minTaskRuntime": "10ms",
-    }
-    cfg = config(kinesalite.endpoint, stream, tmp_path, trigger="availableNow", conf=conf, master="local[4]")
-    run_driver(cfg)
     rows = output_rows(tmp_path / "out")
     assert_exactly_once(rows, expected)
     assert_shard_order(rows)
@@ -142,7 +125,6 @@ def test_an_attempt_that_loses_the_race_after_data_aged_out_does_not_emit_other_
     same shard after its first 10 records aged out, to the same end, and loses the race to record it.
     B's 40 rows are not the batch's 50: it must fail loudly, or with failOnDataLoss=false say so."""
     from pyspark_kinesis.source import faults
-    from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 
     kin = client(kinesis_local.endpoint)
     stream = new_stream(kin, shards=1)

@@ -218,7 +218,7 @@ def test_reshard_while_the_driver_is_killed(kinesis_local, tmp_path):
     import os
     import signal
 
-    from tests.driver import config, output_rows, run_driver, start_driver
+    from tests.driver import committed, config, kill_in_window, output_rows, run_driver, start_driver
 
     kin = client(kinesis_local.endpoint)
     stream = new_stream(kin, shards=2)
@@ -232,16 +232,20 @@ def test_reshard_while_the_driver_is_killed(kinesis_local, tmp_path):
         expected.extend(put(kin, stream, counter[0], 30, keys=10))
         counter[0] += 30
 
-    for round_ in range(2):
+    hits = []
+    for window in ("mid-batch", "before-tasks"):
         process = start_driver(cfg)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(list((tmp_path / "out").glob("batch=*"))) <= round_:
-            time.sleep(0.2)
+        begun = committed(tmp_path / "cp")
+        deadline = time.monotonic() + 120  # past the driver's start-up: it has committed a batch
+        while time.monotonic() < deadline and committed(tmp_path / "cp") <= begun and process.poll() is None:
+            time.sleep(0.1)
         reshard_randomly(kin, stream, rng, 2, more)
-        time.sleep(rng.uniform(0.3, 2.0))
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
+        hits.append(kill_in_window(process, tmp_path / "cp", tmp_path / "meta", window))
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
         reshard_randomly(kin, stream, rng, 2, more)  # and more while it is down
+    assert all(hits), f"a kill found no batch in flight: {hits}"
     run_driver(dict(cfg, trigger="availableNow", pause_s=0))
     check(output_rows(tmp_path / "out"), expected)
 
