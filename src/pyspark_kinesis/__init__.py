@@ -7,6 +7,8 @@ and the `assign` module (shard-to-task assigners, usable without Spark). Everyth
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -37,6 +39,24 @@ __all__ = [
     # version
     "__version__",
 ]
+
+
+def _configure_logging() -> None:
+    """The connector logs with `logging` under "pyspark_kinesis". Its code runs in Python processes
+    Spark starts (the driver-side planner, executor workers), where nothing configures logging and only
+    warnings would show: with PYSPARK_KINESIS_LOG_LEVEL set (INFO, DEBUG...; executors get it through
+    spark.executorEnv.*), those lines go to the process's stderr, which Spark keeps in its logs."""
+    level = os.environ.get("PYSPARK_KINESIS_LOG_LEVEL", "").strip().upper()
+    logger = logging.getLogger(__name__)
+    if not level or logger.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.getLevelName(level) if level in logging.getLevelNamesMapping() else logging.INFO)
+
+
+_configure_logging()
 
 
 def register(spark: Any) -> None:

@@ -34,7 +34,7 @@ def main() -> None:
     for key, value in cfg.get("conf", {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(cfg.get("log_level", "ERROR"))
     pyspark_kinesis.register(spark)
 
     reader = spark.readStream.format("kinesis")

@@ -72,6 +72,7 @@ class KinesisProxy:
         self.settings: AwsSettings = spec.aws
         self._max_attempts = max_attempts
         self._client: Any = None
+        self.unreadable = 0  # responses that did not decode (cut off mid-body) and were asked for again
 
     @property
     def client(self) -> Any:
@@ -161,6 +162,7 @@ class KinesisProxy:
             response = call()
             if member in response:
                 return response
+            self.unreadable += 1
             time.sleep(min(2.0, 0.05 * 2**attempt))
         raise StreamAccessError(
             f"Kinesis returned {MAX_MALFORMED} unreadable {operation} responses in a row for stream "

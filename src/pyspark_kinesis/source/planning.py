@@ -127,6 +127,15 @@ class Planner:
             streams = {spec.key: self.discovery.initial_states(spec.key) for spec in self.config.streams}
             token = uuid.uuid4().hex
             self.log.start_query(token, sorted(streams))
+            for spec in self.config.streams:
+                log.info(
+                    "Kinesis source starts query %s: %s (%s), %d shards from %s",
+                    token,
+                    spec.describe(),
+                    spec.key,
+                    len(streams[spec.key]),
+                    spec.starting_position.describe(),
+                )
             self._checked_tokens.add(token)
             self._initial = SourceOffset(
                 token=token, batch=-1, streams=streams, created=self._created(streams, {})
@@ -308,6 +317,8 @@ class Planner:
             ref for ref in candidates if budgets_rows.get(ref, 1) > 0 and budgets_bytes.get(ref, 1) > 0
         ]
 
+        if to_read:
+            log.debug("Batch %d: %d shards to read", start.batch + 1, len(to_read))
         if not to_read:
             # Nothing to read now: no batch. Where batch `start.batch` ended stays in its records, and
             # every later call (or a restarted query) derives the same states from them, so a batch
