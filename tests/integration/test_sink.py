@@ -1,5 +1,6 @@
 """The Kinesis sink against real local servers: batch and streaming writes, partial failures
-injected by a proxy, per-key order with preserveOrder, bad rows, and a sink -> source round trip."""
+injected by a proxy, per-key order with preserveOrder, bad rows, and a sink -> source round trip.
+What landed in Kinesis is read back with plain boto3, not through this project's source."""
 
 from __future__ import annotations
 
@@ -15,15 +16,30 @@ from tests.integration.streaming_util import Collector, reader, run_available_no
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
 
-def read_back(spark, endpoint: str, stream: str) -> list:
-    return (
-        spark.read.format("kinesis")
-        .option("streamName", stream)
-        .option("region", "us-east-1")
-        .option("endpointUrl", endpoint)
-        .load()
-        .collect()
-    )
+def read_back(endpoint: str, stream: str, region: str = "us-east-1") -> list[dict]:
+    """What landed in Kinesis, read with plain boto3 (not through this project's source): every record of
+    every shard, shard by shard in sequence order, as dicts with data, partitionKey, shardId, sequenceNumber."""
+    kin = client(endpoint, region)
+    out = []
+    for shard in kin.list_shards(StreamName=stream)["Shards"]:
+        iterator = kin.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        for _call in range(1000):  # bounded: a test stream holds a few thousand records
+            response = kin.get_records(ShardIterator=iterator, Limit=10_000)
+            out += [
+                {
+                    "data": r["Data"],
+                    "partitionKey": r["PartitionKey"],
+                    "shardId": shard["ShardId"],
+                    "sequenceNumber": r["SequenceNumber"],
+                }
+                for r in response["Records"]
+            ]
+            iterator = response.get("NextShardIterator")
+            if iterator is None or not response["Records"]:
+                break
+    return out
 
 
 def write(df, endpoint: str, stream: str | None, **options) -> None:
@@ -49,7 +65,7 @@ def rows(spark, count: int, keys: int = 10, start: int = 0):
 def test_batch_write_reads_back_exactly(spark, any_kinesis):
     stream = new_stream(client(any_kinesis.endpoint), shards=3)
     write(rows(spark, 1200), any_kinesis.endpoint, stream)
-    assert_exactly_once(read_back(spark, any_kinesis.endpoint, stream), [f"r-{i}" for i in range(1200)])
+    assert_exactly_once(read_back(any_kinesis.endpoint, stream), [f"r-{i}" for i in range(1200)])
 
 
 def test_binary_data_stream_column_routing_and_random_default_keys(spark, kinesalite):
@@ -59,9 +75,9 @@ def test_binary_data_stream_column_routing_and_random_default_keys(spark, kinesa
         "cast(concat('r-', id) AS binary) AS data", f"IF(id % 2 = 0, '{first}', '{second}') AS streamName"
     )
     write(df, kinesalite.endpoint, None)
-    got_first = read_back(spark, kinesalite.endpoint, first)
+    got_first = read_back(kinesalite.endpoint, first)
     assert_exactly_once(got_first, [f"r-{i}" for i in range(0, 100, 2)])
-    assert_exactly_once(read_back(spark, kinesalite.endpoint, second), [f"r-{i}" for i in range(1, 100, 2)])
+    assert_exactly_once(read_back(kinesalite.endpoint, second), [f"r-{i}" for i in range(1, 100, 2)])
     assert len({r["partitionKey"] for r in got_first}) == 50  # a random key per row
 
 
@@ -70,7 +86,7 @@ def test_partial_failures_are_retried_until_every_record_is_in(spark, kinesalite
     with FaultProxy(kinesalite.endpoint, reject_fraction=0.3, seed=1) as proxy:
         write(rows(spark, 3000), proxy.endpoint, stream)
         assert proxy.rejected > 300, "the proxy injected too few failures for this test to mean anything"
-    assert_exactly_once(read_back(spark, kinesalite.endpoint, stream), [f"r-{i}" for i in range(3000)])
+    assert_exactly_once(read_back(kinesalite.endpoint, stream), [f"r-{i}" for i in range(3000)])
 
 
 def test_preserve_order_keeps_per_key_order_under_failures(spark, kinesalite):
@@ -83,7 +99,7 @@ def test_preserve_order_keeps_per_key_order_under_failures(spark, kinesalite):
     with FaultProxy(kinesalite.endpoint, reject_fraction=0.4, seed=2) as proxy:
         write(df, proxy.endpoint, stream, preserveOrder="true", maxConcurrentRequests=4)
         assert proxy.rejected > 200
-    got = read_back(spark, kinesalite.endpoint, stream)
+    got = read_back(kinesalite.endpoint, stream)
     assert_exactly_once(got, [f"r-{i}" for i in range(2000)])
     by_shard_order = sorted(got, key=lambda r: (r["shardId"], int(r["sequenceNumber"])))
     assert_key_order(by_shard_order)
@@ -155,13 +171,9 @@ def test_invalid_rows_fail_naming_the_row_or_are_skipped(spark, kinesalite, data
     df = spark.range(10, numPartitions=1).selectExpr(f"{data} AS data", f"{key} AS partitionKey")
     with pytest.raises(Exception, match=message):
         write(df, kinesalite.endpoint, stream)
-    before = len(
-        read_back(spark, kinesalite.endpoint, stream)
-    )  # rows sent before the bad one (at-least-once)
+    before = len(read_back(kinesalite.endpoint, stream))  # rows sent before the bad one (at-least-once)
     write(df, kinesalite.endpoint, stream, onInvalidRecord="skip")
-    assert (
-        len(read_back(spark, kinesalite.endpoint, stream)) - before == 9
-    )  # every valid row, the bad one skipped
+    assert len(read_back(kinesalite.endpoint, stream)) - before == 9  # every valid row, the bad one skipped
 
 
 @pytest.mark.parametrize(
@@ -239,18 +251,9 @@ def test_streams_named_by_arn_are_written_in_the_arn_region(spark, kinesis_local
         .mode("append")
         .save()
     )
-    in_first = (
-        spark.read.format("kinesis")
-        .option("streamName", first)
-        .option("region", "eu-west-1")
-        .option("endpointUrl", kinesis_local.endpoint)
-        .load()
-        .collect()
-    )
+    in_first = read_back(kinesis_local.endpoint, first, "eu-west-1")
     assert_exactly_once(in_first, [f"r-{i}" for i in range(300)] + [f"r-{i}" for i in range(300, 500, 2)])
-    assert_exactly_once(
-        read_back(spark, kinesis_local.endpoint, second), [f"r-{i}" for i in range(301, 500, 2)]
-    )
+    assert_exactly_once(read_back(kinesis_local.endpoint, second), [f"r-{i}" for i in range(301, 500, 2)])
 
 
 def test_a_non_ascii_digit_explicit_hash_key_is_a_bad_row(spark, kinesalite):
@@ -261,6 +264,6 @@ def test_a_non_ascii_digit_explicit_hash_key_is_a_bad_row(spark, kinesalite):
     )
     with pytest.raises(Exception, match=r"Row 6 of partition 0 .* explicitHashKey is not a decimal number"):
         write(df, kinesalite.endpoint, stream)
-    before = len(read_back(spark, kinesalite.endpoint, stream))
+    before = len(read_back(kinesalite.endpoint, stream))
     write(df, kinesalite.endpoint, stream, onInvalidRecord="skip")
-    assert len(read_back(spark, kinesalite.endpoint, stream)) - before == 9
+    assert len(read_back(kinesalite.endpoint, stream)) - before == 9
