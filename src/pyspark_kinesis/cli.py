@@ -100,21 +100,29 @@ def bench_sink(
     size: int = typer.Option(1000, min=1, max=1_000_000, help="Payload bytes per record."),
     concurrency: int = typer.Option(8, min=1, max=64, help="Concurrent PutRecords calls (both sides)."),
     shards: int = typer.Option(4, min=1, max=256, help="Shards of each fresh stream."),
-    repeat: int = typer.Option(3, min=1, max=20, help="Runs of each way; the best is reported."),
+    repeat: int = typer.Option(
+        5, min=1, max=20, help="Rounds of the three ways; medians and spread are reported."
+    ),
     write: str = typer.Option(None, help="Also write the results as Markdown to this file."),
 ) -> None:
     """Sink records/s and MB/s against a plain boto3 PutRecords loop on kinesalite."""
     from .tools.benchmarks import sink
 
     results = sink.run(records, size, concurrency, shards, repeat)
-    top = sink.best(results)
-    loop_rate = top["loop"].rate(size)[0]
-    table = Table(title=f"sink throughput: {records} x {size} B, concurrency {concurrency}, {shards} shards")
+    ways = sink.spreads(results)
+    table = Table(
+        title=f"sink throughput: {records} x {size} B, concurrency {concurrency}, {shards} shards: median (lowest-highest)"
+    )
     for column in ("way", "records/s", "MB/s", "vs loop"):
         table.add_column(column)
     for way in ("loop", "producer", "spark"):
-        rate, mbs = top[way].rate(size)
-        table.add_row(way, f"{rate:,.0f}", f"{mbs:.1f}", f"{rate / loop_rate:.2f}x")
+        spread = ways[way]
+        table.add_row(
+            way,
+            spread.show_rate(records),
+            spread.show_rate(records * size, 1e6, 1),
+            f"{ways['loop'].median / spread.median:.2f}x",
+        )
     console.print(table)
     if write:
         with open(write, "w") as handle:
@@ -133,28 +141,17 @@ def bench_decode(
     from .tools.benchmarks import decode, report
 
     rows = decode.run_decode()
-    table = Table(title="GetRecords decode, one core")
-    columns = (
-        "size",
-        "botocore MB/s",
-        "msgspec MB/s",
-        "decode MB/s",
-        "path records/s",
-        "path MB/s",
-        "vs botocore",
-    )
-    for column in columns:
+    table = Table(title="GetRecords decode, one core: MB/s, median (lowest-highest)")
+    for column in ("size", "botocore", "msgspec", "decode", "path", "path vs botocore"):
         table.add_column(column)
     for row in rows:
-        p_rate, p_mb = row.rates(row.path_s)
         table.add_row(
             f"{row.size} B",
-            f"{row.rates(row.botocore_s)[1]:.0f}",
-            f"{row.rates(row.msgspec_s)[1]:.0f}",
-            f"{row.rates(row.decode_s)[1]:.0f}",
-            f"{p_rate:,.0f}",
-            f"{p_mb:.0f}",
-            f"{row.botocore_s / row.path_s:.1f}x",
+            row.mb(row.botocore),
+            row.mb(row.msgspec),
+            row.mb(row.decode),
+            row.mb(row.path),
+            f"{row.botocore.median / row.path.median:.1f}x",
         )
     console.print(table)
     if write:
@@ -166,6 +163,7 @@ def bench_read(
     shards: str = typer.Option("1,2,4,8,16", help="Comma-separated shard counts, one stream each."),
     records: int = typer.Option(200_000, min=1000, max=5_000_000, help="Records per stream."),
     size: int = typer.Option(1000, min=10, max=1_000_000, help="Payload bytes per record."),
+    repeat: int = typer.Option(3, min=1, max=20, help="Rounds of loop and warm query per shard count."),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
     plot: str = typer.Option(None, help="Also draw throughput by shard count into this PNG."),
 ) -> None:
@@ -177,13 +175,20 @@ def bench_read(
 
     counts = [int(s) for s in shards.split(",") if s.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-read-") as work:
-        rows = reading.run_throughput(counts, records, size, Path(work))
-    table = Table(title=f"read throughput, {records:,} x {size} B per stream")
-    for column in ("shards", "loop records/s", "connector records/s", "vs loop"):
+        rows = reading.run_throughput(counts, records, size, Path(work), repeat)
+    table = Table(
+        title=f"read throughput, {records:,} x {size} B per stream: records/s, median (lowest-highest)"
+    )
+    for column in ("shards", "loop", "connector warm", "warm vs loop", "connector cold"):
         table.add_column(column)
     for row in rows:
-        loop, conn = row.records / row.loop_s, row.records / row.connector_s
-        table.add_row(str(row.shards), f"{loop:,.0f}", f"{conn:,.0f}", f"{conn / loop:.2f}x")
+        table.add_row(
+            str(row.shards),
+            row.loop.show_rate(row.records),
+            row.warm.show_rate(row.records),
+            f"{row.ratio():.2f}x",
+            f"{row.rows / row.cold_s:,.0f}",
+        )
     console.print(table)
     if plot:
         reading.plot_throughput(rows, plot)

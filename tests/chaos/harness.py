@@ -33,6 +33,7 @@ import boto3
 import orjson
 
 from pyspark_kinesis.tools.local import LocalKinesis
+from pyspark_kinesis.tools.local.cluster import StandaloneCluster
 from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.driver import committed, in_flight, kill_in_window, output_rows, run_driver, start_driver
 from tests.helpers import merge, open_shards, split, wait_active
@@ -71,7 +72,8 @@ class Plan:
     def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
         rng = random.Random(seed * 1000 + index)
         kind = "kinesis-local" if index % 2 == 0 else "kinesalite"
-        cluster = not short and index % 3 == 2
+        cluster = not short and index % 3 == 2  # local-cluster: executors in their own JVMs
+        standalone = not short and index % 3 == 1  # a standalone cluster, workers on two loopback hosts
         events: list[tuple[float, str]] = [
             (rng.uniform(0.15, 0.35) * seconds, "kill-driver-before-tasks"),
             (rng.uniform(0.55, 0.75) * seconds, "kill-driver-mid-batch"),
@@ -81,17 +83,18 @@ class Plan:
         ]
         if not short and index % 4 != 2:
             events.append((rng.uniform(0.4, 0.6) * seconds, "restart-server"))
-        if cluster:
+        if cluster or standalone:
             events += [(rng.uniform(0.2, 0.8) * seconds, "kill-executor") for _ in range(2)]
         return Plan(
             index=index,
             seed=seed,
             kind="kinesalite" if short else kind,
-            master="local-cluster[2,1,1024]" if cluster else "local[2,8]",  # local mode: 8 task attempts
+            master="local-cluster[2,1,1024]" if cluster else "standalone" if standalone else "local[2,8]",
             seconds=seconds,
             rate=40 if kind == "kinesalite" or short else 25,
             shards=rng.randint(2, 4),
-            speculation=rng.random() < 0.5,
+            # Spark speculates only in cluster modes and only onto another host: on the standalone runs.
+            speculation=standalone,
             task_fault=rng.choice([None, "before-record", "after-record"]) if not short else "after-record",
             read_faults={
                 "throttle": rng.uniform(0.05, 0.15),
@@ -205,6 +208,7 @@ class ChaosRun:
         self.server: LocalKinesis | None = None
         self.driver: subprocess.Popen[bytes] | None = None
         self.commits_at_start = 0  # batches committed when the running driver started
+        self.cluster: StandaloneCluster | None = None  # the runs whose master is "standalone"
         self.stream = f"chaos-{plan.index}-{int(time.time())}"
 
     # -- pieces --------------------------------------------------------------------------------
@@ -242,12 +246,24 @@ class ChaosRun:
             },
             "checkpoint": str(self.work / "cp"),
             "out": str(self.work / "out"),
-            "master": self.plan.master,
-            "conf": conf,
+            "master": self.cluster.url if self.cluster is not None else self.plan.master,
+            "conf": conf | self._executor_env(),
             "interval": "300 milliseconds",
             "timeout_s": self.plan.seconds * 4 + 120,
             "partial": self.plan.partial,
         }
+
+    def _executor_env(self) -> dict[str, str]:
+        """A standalone cluster's executors are started by its workers: they get the environment the
+        driver's local executors inherit (dummy credentials, the fault seam) through Spark's conf."""
+        if self.cluster is None:
+            return {}
+        env = self._env() | {
+            "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "000000000000"),
+            "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        return {f"spark.executorEnv.{k}": v for k, v in env.items()} | {"spark.cores.max": "4"}
 
     def _env(self) -> dict[str, str]:
         env = {"PYSPARK_KINESIS_FAULT_LOG": str(self.work / "task-faults.log")}
@@ -303,8 +319,11 @@ class ChaosRun:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.driver is not None:
             batch = in_flight(self.work / "cp")
+            sessions = [self.driver.pid]
+            if self.cluster is not None:  # a standalone cluster's executors belong to its workers
+                sessions = [w.pid for w in self.cluster.worker_processes if w is not None]
             executors = [
-                p for p, cmd in _session_pids(self.driver.pid) if "CoarseGrainedExecutorBackend" in cmd
+                p for s in sessions for p, cmd in _session_pids(s) if "CoarseGrainedExecutorBackend" in cmd
             ]
             if batch is not None and executors:
                 victim = self.rng.choice(executors)
@@ -385,6 +404,8 @@ class ChaosRun:
         self.work.mkdir(parents=True)
         plan = self.plan
         try:
+            if plan.master == "standalone":
+                self.cluster = StandaloneCluster(workers=2, cores=2).start()
             self.server = self._start_server()
             endpoint = self.server.endpoint
             kin = boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
@@ -438,6 +459,8 @@ class ChaosRun:
                 os.killpg(self.driver.pid, signal.SIGKILL)
             if self.server is not None:
                 self.server.stop()
+            if self.cluster is not None:
+                self.cluster.stop()
         log = self.work / "task-faults.log"
         if log.exists():
             self.result.faults["task failure"] += len(log.read_text().splitlines())

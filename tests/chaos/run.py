@@ -58,7 +58,8 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "attempt` task attempts Spark's event log marks speculative; `partial batch` batches the foreachBatch "
         "used none of or only partition 0 of; `reshard` split, merge or UpdateShardCount; `server restart` "
         "with its data kept, counted only when calls were refused while down. Speculation was on in the runs "
-        "marked spec. `lineage` counts child shards with rows in a batch not after every batch of their "
+        "marked spec: the standalone-cluster runs (two workers on 127.0.0.2 and 127.0.0.3), since Spark "
+        "speculates only in cluster modes and never onto the host of the running attempt. `lineage` counts child shards with rows in a batch not after every batch of their "
         "parents' rows (order rule 2); `missed` scheduled faults that found no state to hit (a run with one "
         "fails).",
         "",

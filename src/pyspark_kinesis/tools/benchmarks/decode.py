@@ -9,25 +9,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .report import machine
+from .report import Spread, machine
 
 SIZES = (100, 1000, 10_000)
 
 
-def _best(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
-    """Each function's best time over `repeat` rounds, the functions taking turns in every round: this
-    VM runs in faster and slower phases lasting seconds, and turns let every function meet the same
-    phases, so their ratios hold even when the absolute figures move."""
-    best = [float("inf")] * len(fns)
+def _timings(fns: list[Callable[[], Any]], repeat: int) -> list[Spread]:
+    """Each function's times over `repeat` rounds, the functions taking turns in every round: this VM
+    runs in faster and slower phases lasting seconds, and turns let every function meet the same
+    phases, so their medians compare even when the absolute figures move."""
+    samples: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
         for index, fn in enumerate(fns):
             start = time.perf_counter()
             fn()
-            best[index] = min(best[index], time.perf_counter() - start)
-    return best
-
-
-# -- 1. decode ---------------------------------------------------------------------------------------
+            samples[index].append(time.perf_counter() - start)
+    return [Spread(s) for s in samples]
 
 
 # -- 1. decode ---------------------------------------------------------------------------------------
@@ -35,13 +32,14 @@ def _best(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
 class DecodeRow:
     size: int
     records: int
-    botocore_s: float
-    msgspec_s: float  # the project's decode by msgspec alone (what bodies the scan leaves cost)
-    decode_s: float  # the project's decode of the body alone (the vectorised scan)
-    path_s: float  # decode + cut to limits + Arrow batch: what a task does per response
+    botocore: Spread
+    msgspec: Spread  # the project's decode by msgspec alone (what bodies the scan leaves cost)
+    decode: Spread  # the project's decode of the body alone (the vectorised scan)
+    path: Spread  # decode + cut to limits + Arrow batch: what a task does per response
 
-    def rates(self, seconds: float) -> tuple[float, float]:
-        return self.records / seconds, self.records * self.size / seconds / 1e6
+    def mb(self, spread: Spread) -> str:
+        """MB of payload per second: median (lowest-highest)."""
+        return spread.show_rate(self.records * self.size, 1e6)
 
 
 def get_records_body(size: int, count: int) -> bytes:
@@ -100,7 +98,7 @@ def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
             read.take(decode(body)["Records"], Position.trim_horizon())
             read.cols.to_arrow()
 
-        times = _best(
+        times = _timings(
             [
                 lambda response=response: JSONParser().parse(response, shape),
                 lambda body=body: decode_msgspec(body),
@@ -118,22 +116,20 @@ def markdown_decode(rows: list[DecodeRow]) -> str:
         "## 1. Decoding GetRecords responses (one core)",
         "",
         f"Measured {machine()}, with `pyspark-kinesis bench-decode`: one full GetRecords body (10,000 "
-        f"records, or 10 MB) per record size, best of {DECODE_REPEAT} rounds in which the four take turns. `botocore` is botocore's JSON parser (what a plain "
-        "boto3 client does); `msgspec` is the project's decode by msgspec alone (the bodies the scan leaves "
-        "to it); `decode` is `aws.get_records.decode` (the vectorised scan, into Arrow arrays); `path` adds "
-        "what a task does with a response: cut it to the batch's limits and build the Arrow batch.",
+        f"records, or 10 MB) per record size, timed {DECODE_REPEAT} times, the four taking turns in every "
+        "round; each cell is the median MB of payload per second, with the lowest and highest of the rounds "
+        "in brackets. `botocore` is botocore's JSON parser (what a plain boto3 client does); `msgspec` is the "
+        "project's decode by msgspec alone (the bodies the scan leaves to it); `decode` is "
+        "`aws.get_records.decode` (the vectorised scan, into Arrow arrays); `path` adds what a task does "
+        "with a response: cut it to the batch's limits and build the Arrow batch. The last column is the "
+        "ratio of the medians.",
         "",
-        "| record size | botocore records/s | botocore MB/s | msgspec MB/s | decode MB/s | path records/s | path MB/s "
-        "| path vs botocore |",
-        "|---|---|---|---|---|---|---|---|",
+        "| record size | botocore MB/s | msgspec MB/s | decode MB/s | path MB/s | path vs botocore |",
+        "|---|---|---|---|---|---|",
     ]
     for row in rows:
-        b_rate, b_mb = row.rates(row.botocore_s)
-        _d_rate, d_mb = row.rates(row.decode_s)
-        p_rate, p_mb = row.rates(row.path_s)
-        m_mb = row.rates(row.msgspec_s)[1]
         lines.append(
-            f"| {row.size:,} B | {b_rate:,.0f} | {b_mb:.0f} | {m_mb:.0f} | {d_mb:.0f} | {p_rate:,.0f} | {p_mb:.0f} | "
-            f"{row.botocore_s / row.path_s:.1f}x |"
+            f"| {row.size:,} B | {row.mb(row.botocore)} | {row.mb(row.msgspec)} | {row.mb(row.decode)} | "
+            f"{row.mb(row.path)} | {row.botocore.median / row.path.median:.1f}x |"
         )
     return "\n".join(lines) + "\n"

@@ -45,13 +45,18 @@ def create_stream(client: Any, shards: int) -> str:
     return name
 
 
-def put_all(client: Any, stream: str, payloads: list[bytes], concurrency: int) -> None:
+def put_all(
+    client: Any, stream: str, payloads: list[bytes], concurrency: int, keys_from: int | None = None
+) -> None:
     """PutRecords of 500 records from `concurrency` threads, failed records sent again: the plain boto3
-    writer (the sink benchmark's baseline, and how the read benchmarks fill their streams)."""
-    calls = [payloads[i : i + 500] for i in range(0, len(payloads), 500)]
+    writer (the sink benchmark's baseline, and how the read benchmarks fill their streams). Partition
+    keys are the records' numbers counted from `keys_from`, or their index in their call by default."""
+    calls = [(start, payloads[start : start + 500]) for start in range(0, len(payloads), 500)]
 
-    def send(chunk: list[bytes]) -> None:
-        records = [{"Data": d, "PartitionKey": str(i)} for i, d in enumerate(chunk)]
+    def send(call: tuple[int, list[bytes]]) -> None:
+        start, chunk = call
+        first = 0 if keys_from is None else keys_from + start
+        records = [{"Data": d, "PartitionKey": str(first + i)} for i, d in enumerate(chunk)]
         for _attempt in range(100):
             response = client.put_records(StreamName=stream, Records=records)
             if not response.get("FailedRecordCount"):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .local_setup import create_stream, environment, put_all, spark_session
-from .report import machine
+from .report import Spread, machine
 
 
 # -- 2. end to end -----------------------------------------------------------------------------------
@@ -26,9 +26,14 @@ class ThroughputRow:
     shards: int
     records: int
     size: int
-    loop_s: float
-    connector_s: float
-    connector_rows: int
+    loop: Spread  # the boto3 loop's times
+    warm: Spread  # the connector's times, queries after the session's first
+    cold_s: float  # the connector's first query in a fresh SparkSession (Python workers start)
+    rows: int  # rows every connector query read (each is checked to equal `records`)
+
+    def ratio(self) -> float:
+        """The connector's warm median rate over the loop's median rate (both read `records`)."""
+        return self.loop.median / self.warm.median
 
 
 def kinesis_client(endpoint: str) -> Any:
@@ -106,22 +111,33 @@ def _connector_read(spark: Any, endpoint: str, stream: str, work: Path) -> tuple
     return seconds, sum(p["numInputRows"] for p in query.recentProgress)
 
 
-def run_throughput(shard_counts: list[int], records: int, size: int, work: Path) -> list[ThroughputRow]:
+def run_throughput(
+    shard_counts: list[int], records: int, size: int, work: Path, repeat: int = 3
+) -> list[ThroughputRow]:
+    """Per shard count: a stream filled once, a fresh SparkSession whose first query is the cold
+    figure, then `repeat` rounds in which the loop and a warm query take turns on the same stream
+    (each query from TRIM_HORIZON with its own checkpoint and metadataPath, so each reads it all)."""
     environment()
     from ..local import LocalKinesis
 
     rows = []
     with LocalKinesis("kinesalite") as server:
         client = kinesis_client(server.endpoint)
-        spark = spark_session()
-        warm = fill_stream(client, 1, 100, size)  # start Spark's Python workers before timing anything
-        _connector_read(spark, server.endpoint, warm, work)
         for shards in shard_counts:
             stream = fill_stream(client, shards, records, size)
-            loop_s = _loop_read(client, stream, records)
-            connector_s, got = _connector_read(spark, server.endpoint, stream, work)
-            rows.append(ThroughputRow(shards, records, size, loop_s, connector_s, got))
-        spark.stop()
+            spark = spark_session()
+            cold_s, got = _connector_read(spark, server.endpoint, stream, work)
+            counts = [got]
+            loop, warm = [], []
+            for _round in range(repeat):
+                loop.append(_loop_read(client, stream, records))
+                seconds, got = _connector_read(spark, server.endpoint, stream, work)
+                warm.append(seconds)
+                counts.append(got)
+            spark.stop()
+            if set(counts) != {records}:
+                raise RuntimeError(f"the connector read {counts} rows, expected {records} each time")
+            rows.append(ThroughputRow(shards, records, size, Spread(loop), Spread(warm), cold_s, records))
     return rows
 
 
@@ -130,20 +146,23 @@ def markdown_throughput(rows: list[ThroughputRow], plot: str | None) -> str:
         "## 2. End to end: the connector against a boto3 loop",
         "",
         f"Measured {machine()}, with `pyspark-kinesis bench-read`, against kinesalite on loopback (which "
-        "shares the two cores with Spark and the readers): a stream pre-filled with "
-        f"{rows[0].records:,} records of {rows[0].size:,} B per shard count, read to its end once by a plain "
-        "boto3 loop (one thread per shard, GetRecords with Limit 10,000 until drained) and once by the "
-        "connector (`trigger(availableNow=True)` into the noop sink, `local[2]`, query start to finish, "
-        "Spark's planning and commits included). Both read the same stream in the same run; byte pacing is "
-        "off for both (`shardReadBytesPerSecond=0`: the local server has no read quota).",
+        "shares the two cores with Spark and the readers): per shard count, a stream filled once with "
+        f"{rows[0].records:,} records of {rows[0].size:,} B, read to its end by a plain boto3 loop (one thread "
+        "per shard, GetRecords with Limit 10,000 until drained) and by the connector "
+        "(`trigger(availableNow=True)` into the noop sink, `local[2]`, query start to finish: Spark's "
+        "planning and commits included). `cold` is the first query of a fresh SparkSession (Spark starts "
+        f"its Python workers and loads the connector); then {len(rows[0].loop.samples)} rounds in which the "
+        "loop and a warm query take turns on the same stream: median (lowest-highest) records per second, "
+        "from the rows each query read (checked equal to the records put). Byte pacing is off "
+        "(`shardReadBytesPerSecond=0`: the local server has no read quota).",
         "",
-        "| shards | loop records/s | connector records/s | connector vs loop | rows read by the connector |",
+        "| shards | loop records/s | connector warm records/s | warm vs loop (medians) | connector cold records/s |",
         "|---|---|---|---|---|",
     ]
     for row in rows:
-        loop, conn = row.records / row.loop_s, row.records / row.connector_s
         lines.append(
-            f"| {row.shards} | {loop:,.0f} | {conn:,.0f} | {conn / loop:.2f}x | {row.connector_rows:,} |"
+            f"| {row.shards} | {row.loop.show_rate(row.records)} | {row.warm.show_rate(row.records)} | "
+            f"{row.ratio():.2f}x | {row.rows / row.cold_s:,.0f} |"
         )
     if plot:
         lines += ["", f"![throughput by shard count]({Path(plot).name})"]
@@ -158,10 +177,9 @@ def plot_throughput(rows: list[ThroughputRow], path: str) -> None:
 
     shards = [r.shards for r in rows]
     figure, axes = plt.subplots(figsize=(6.4, 4.0), dpi=110)
-    axes.plot(shards, [r.records / r.loop_s for r in rows], marker="o", label="boto3 GetRecords loop")
-    axes.plot(
-        shards, [r.records / r.connector_s for r in rows], marker="s", label="pyspark-kinesis (AvailableNow)"
-    )
+    axes.plot(shards, [r.records / r.loop.median for r in rows], marker="o", label="boto3 GetRecords loop")
+    axes.plot(shards, [r.rows / r.warm.median for r in rows], marker="s", label="pyspark-kinesis, warm")
+    axes.plot(shards, [r.rows / r.cold_s for r in rows], marker="^", label="pyspark-kinesis, cold", alpha=0.6)
     axes.set_xscale("log", base=2)
     axes.set_xticks(shards, [str(s) for s in shards])
     axes.set_xlabel("shards")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 from datetime import date
 from pathlib import Path
 
@@ -28,3 +29,32 @@ def write_section(path: str, name: str, text: str) -> None:
     else:
         current = current.rstrip("\n") + "\n\n" + block + "\n"
     file.write_text(current)
+
+
+class Spread:
+    """Repeated measurements of one thing: reported as the median with the lowest and highest, never
+    as a best-of (on a shared VM a best-of flatters whichever measurement met a quiet moment)."""
+
+    def __init__(self, samples: list[float]) -> None:
+        if not samples:
+            raise ValueError("no samples")
+        self.samples = sorted(samples)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def rate(self, amount: float, scale: float = 1.0) -> tuple[float, float, float]:
+        """`amount` per second over these timings: (median, lowest, highest), divided by `scale`."""
+        return (
+            amount / self.median / scale,
+            amount / self.samples[-1] / scale,
+            amount / self.samples[0] / scale,
+        )
+
+    def show_rate(self, amount: float, scale: float = 1.0, digits: int = 0) -> str:
+        """ "median (lowest-highest)" of `amount` per second; one figure when there is one sample."""
+        mid, low, high = self.rate(amount, scale)
+        if len(self.samples) == 1:
+            return f"{mid:,.{digits}f}"
+        return f"{mid:,.{digits}f} ({low:,.{digits}f}-{high:,.{digits}f})"

@@ -6,20 +6,21 @@ Three ways to write the same N records of S bytes to a fresh stream:
 2. `producer`: the sink's per-task engine (`producing.Producer`) with C concurrent requests;
 3. `spark`: `df.write.format("kinesis")` from a DataFrame of one partition (so one task with C
    concurrent requests), Spark's job overhead included.
-Each is run `repeat` times; the best run is reported (the machine has 2 cores, shared with the server).
+All three write the same records (the same payload bytes, partition keys "0", "1", ...). The ways take
+turns, `repeat` rounds; each is reported as its median rate with the lowest and highest (the machine
+has 2 cores, shared with the server).
 """
 
 from __future__ import annotations
 
 import os
-import platform
 import time
 from dataclasses import dataclass
-from datetime import date
 
 import boto3
 
 from .local_setup import create_stream, environment, put_all, spark_session
+from .report import Spread, machine
 
 
 @dataclass
@@ -40,8 +41,8 @@ def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> 
     from pyspark_kinesis.sink.producing import Entry, Producer
     from pyspark_kinesis.tools.local import LocalKinesis
 
-    payload = os.urandom(size // 2).hex().encode()[:size]
-    payloads = [payload] * records
+    text = os.urandom(size // 2 + 1).hex()[:size]  # ASCII: the same bytes as a string column in Spark
+    payloads = [text.encode()] * records
     results: list[Result] = []
     with LocalKinesis("kinesalite") as server:
         client = boto3.client(
@@ -57,7 +58,7 @@ def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> 
         }
         spark = spark_session()
         df = spark.range(records, numPartitions=1).selectExpr(
-            f"repeat('x', {size}) AS data", "cast(id AS string) AS partitionKey"
+            f"'{text}' AS data", "cast(id AS string) AS partitionKey"
         )
         df = df.cache()
         df.count()
@@ -68,7 +69,7 @@ def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> 
         for _ in range(repeat):
             stream = create_stream(client, shards)
             start = time.perf_counter()
-            put_all(client, stream, payloads, concurrency)
+            put_all(client, stream, payloads, concurrency, keys_from=0)
             results.append(Result("loop", records, time.perf_counter() - start))
 
             stream = create_stream(client, shards)
@@ -89,32 +90,35 @@ def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> 
     return results
 
 
-def best(results: list[Result]) -> dict[str, Result]:
-    out: dict[str, Result] = {}
+def spreads(results: list[Result]) -> dict[str, Spread]:
+    """Each way's times over the rounds."""
+    times: dict[str, list[float]] = {}
     for result in results:
-        if result.way not in out or result.seconds < out[result.way].seconds:
-            out[result.way] = result
-    return out
+        times.setdefault(result.way, []).append(result.seconds)
+    return {way: Spread(samples) for way, samples in times.items()}
 
 
 def markdown(results: list[Result], records: int, size: int, concurrency: int, shards: int) -> str:
-    top = best(results)
-    loop_rate = top["loop"].rate(size)[0]
+    ways = spreads(results)
+    rounds = len(ways["loop"].samples)
     lines = [
         "# Sink throughput",
         "",
-        f"Measured {date.today().isoformat()} on a {os.cpu_count()}-core {platform.machine()} machine (Python "
-        f"{platform.python_version()}), against kinesalite on loopback, with `pyspark-kinesis bench-sink "
-        f"--records {records} --size {size} --concurrency {concurrency} --shards {shards}`: {records} records of "
-        f"{size} bytes into a {shards}-shard stream, concurrency {concurrency}, best of the runs. The server shares "
+        f"Measured {machine()}, against kinesalite on loopback, with `pyspark-kinesis bench-sink --records "
+        f"{records} --size {size} --concurrency {concurrency} --shards {shards} --repeat {rounds}`: the same "
+        f"{records} records of {size} bytes (partition keys 0, 1, ...) into a fresh {shards}-shard stream, "
+        f"concurrency {concurrency}, each way {rounds} times in turns: median (lowest-highest). The server shares "
         "the two cores with the writer, so these figures are the local server's ceiling, not Kinesis'.",
         "",
-        "| way | records/s | MB/s | vs loop |",
+        "| way | records/s | MB/s | vs loop (medians) |",
         "|---|---|---|---|",
     ]
     for way in ("loop", "producer", "spark"):
-        rate, mbs = top[way].rate(size)
-        lines.append(f"| {way} | {rate:,.0f} | {mbs:.1f} | {rate / loop_rate:.2f}x |")
+        spread = ways[way]
+        lines.append(
+            f"| {way} | {spread.show_rate(records)} | {spread.show_rate(records * size, 1e6, 1)} | "
+            f"{ways['loop'].median / spread.median:.2f}x |"
+        )
     lines += [
         "",
         "`loop`: C threads putting pre-built 500-record calls with one boto3 client. `producer`: the sink's "
