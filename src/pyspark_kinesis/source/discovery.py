@@ -13,13 +13,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
 from ..errors import DataLossError, OptionError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ..model import LATEST, Position, ShardInfo
 from . import lineage
-from .offsets import BackfillSlice, ShardState
+from .offsets import BackfillSlice, ShardState, SourceOffset
 from .options import SourceConfig
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,30 @@ class _Stream:
     proxy: KinesisProxy
     last_ms: int = 0
     infos: dict[str, ShardInfo] = field(default_factory=dict)
+
+
+def recreated_streams(offset: SourceOffset, config: SourceConfig) -> list[str]:
+    """Streams of the offset that were deleted and re-created since it was written: same ARN, another
+    creation time. Their positions do not apply to the new stream; with failOnDataLoss a DataLossError."""
+    out = []
+    for key, then in sorted(offset.created.items()):
+        spec = config.stream(key)
+        now = None if spec is None else spec.created_ms
+        if now is None or now == then:
+            continue
+        if config.fail_on_data_loss:
+            raise DataLossError(
+                f"Kinesis stream {key} was deleted and re-created since this checkpoint was written (created "
+                f"{_iso(then)} then, {_iso(now)} now): the records the query had not read from the old stream "
+                "are gone, and its positions do not apply to the new one. Set failOnDataLoss=false to go on "
+                "with the new stream from its start (TRIM_HORIZON), or start over with a new checkpointLocation."
+            )
+        out.append(key)
+    return out
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 class ShardDiscovery:

@@ -13,17 +13,16 @@ import time
 import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import TypeVar
 
 from .. import assign
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
-from ..errors import CheckpointMismatchError, DataLossError, StreamAccessError
+from ..errors import CheckpointMismatchError, StreamAccessError
 from ..model import Position, ShardRef
 from . import lineage
 from .batch_log import BatchEndLog
-from .discovery import ShardDiscovery, now_ms
+from .discovery import ShardDiscovery, now_ms, recreated_streams
 from .offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, TaskEnd, TaskPlan
 from .options import SourceConfig
 
@@ -41,30 +40,6 @@ def split_budget(total: int, shard_ids: list[K], rotate: int) -> dict[K, int]:
     for index, sid in enumerate(shard_ids):
         out[sid] = base + (1 if (index - rotate) % count < extra else 0)
     return out
-
-
-def recreated_streams(offset: SourceOffset, config: SourceConfig) -> list[str]:
-    """Streams of the offset that were deleted and re-created since it was written: same ARN, another
-    creation time. Their positions do not apply to the new stream; with failOnDataLoss a DataLossError."""
-    out = []
-    for key, then in sorted(offset.created.items()):
-        spec = config.stream(key)
-        now = None if spec is None else spec.created_ms
-        if now is None or now == then:
-            continue
-        if config.fail_on_data_loss:
-            raise DataLossError(
-                f"Kinesis stream {key} was deleted and re-created since this checkpoint was written (created "
-                f"{_iso(then)} then, {_iso(now)} now): the records the query had not read from the old stream "
-                "are gone, and its positions do not apply to the new one. Set failOnDataLoss=false to go on "
-                "with the new stream from its start (TRIM_HORIZON), or start over with a new checkpointLocation."
-            )
-        out.append(key)
-    return out
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 def plan_tasks(offset: SourceOffset, config: SourceConfig) -> list[TaskPlan]:
