@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# Set up everything the demo and the tests need, from the project's own files:
-# a virtualenv in .venv with the pinned packages, and the pinned local Kinesis servers (npm) in
-# .local-kinesis. Idempotent: a second run only checks. Java 17 and Node.js/npm come with the machine.
+# Set up everything the demo and the tests need, from the project's own files: a virtualenv with the
+# package and its development tools at the exact versions of a constraints file, and the pinned local
+# Kinesis servers (npm) in .local-kinesis. Idempotent: a second run only checks. Java 17 and Node.js/npm
+# come with the machine.
+#   VENV (default .venv)                         where the virtualenv lives
+#   PYSPARK_KINESIS_CONSTRAINTS (default constraints/dev.txt)   which exact versions to install
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
+VENV="${VENV:-.venv}"
+CONSTRAINTS="${PYSPARK_KINESIS_CONSTRAINTS:-constraints/dev.txt}"
 for tool in "$PYTHON" java node npm; do
   command -v "$tool" >/dev/null || { echo "bootstrap: '$tool' is required but not found" >&2; exit 1; }
 done
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
 fi
-stamp=.venv/.pyspark-kinesis-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[dev]"
-  touch "$stamp"
+stamp="$VENV/.pyspark-kinesis-installed"
+wanted="$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet -c "$CONSTRAINTS" -e ".[dev,s3]"
+  "$VENV/bin/python" -m pip check
+  echo "$wanted" > "$stamp"
 fi
 export PYSPARK_KINESIS_NPM_DIR="$PWD/.local-kinesis"
-.venv/bin/python -c "from pyspark_kinesis.tools.local import ensure_installed; ensure_installed()"
+"$VENV/bin/python" -c "from pyspark_kinesis.tools.local import ensure_installed; ensure_installed()"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The test suite: lint, unit tests, and the tests against real local Kinesis servers and Spark.
+# VENV / PYSPARK_KINESIS_CONSTRAINTS choose the runtime (see bootstrap.sh); extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+VENV="${VENV:-.venv}"
 export PYSPARK_KINESIS_NPM_DIR="$PWD/.local-kinesis"
-.venv/bin/ruff check src tests
-.venv/bin/ruff format --check src tests
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+"$VENV/bin/ruff" check src tests
+"$VENV/bin/ruff" format --check src tests
+exec "$VENV/bin/python" -m pytest -p no:cacheprovider "$@"

@@ -67,3 +67,12 @@ def local_sts():
 
     with LocalSts() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def local_s3():
+    """moto's server on 127.0.0.1 as an S3 endpoint (it honours conditional writes, If-None-Match)."""
+    from tests.localsts import LocalSts
+
+    with LocalSts() as server:
+        yield server

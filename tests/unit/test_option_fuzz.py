@@ -15,7 +15,7 @@ from pyspark_kinesis.errors import OptionError
 from pyspark_kinesis.sink.options import SINK_OPTIONS, SinkConfig, parse_sink_options
 from pyspark_kinesis.source.options import KNOWN_OPTIONS, SourceConfig, parse_options
 
-SECRET_KEYS = ("awsSecretKey", "sessionToken", "externalId")
+SECRET_KEYS = ("awsSecretKey", "sessionToken", "externalId", "metadataStorageOptions")
 values = st.one_of(
     st.text(max_size=40),
     st.integers(-(10**12), 10**12).map(str),

@@ -25,6 +25,7 @@ records are gone.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
@@ -59,9 +60,9 @@ class BatchEndLog:
         self._collected_below: dict[str, int] = {}
 
     @staticmethod
-    def open(location: str) -> BatchEndLog:
-        """The log under `location` (a path or an fsspec URL)."""
-        return BatchEndLog(open_store(location), location)
+    def open(location: str, storage_options: Mapping[str, Any] | None = None) -> BatchEndLog:
+        """The log under `location` (a path or an fsspec URL, with the filesystem's options)."""
+        return BatchEndLog(open_store(location, storage_options), location)
 
     # -- the query's identity ------------------------------------------------------------------
     def start_query(self, token: str, streams: list[str]) -> None:

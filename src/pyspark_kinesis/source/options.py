@@ -7,7 +7,10 @@ once with a message naming the option, instead of surfacing later as a Py4J trac
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
 
 from ..config.aws_settings import AWS_OPTIONS
 from ..config.option_values import bool_option, fold, int_option, parse_position
@@ -32,6 +35,10 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
         "Batch reads only: LATEST (the time of the call) | AT_TIMESTAMP:<ISO-8601>.",
     ),
     "metadataPath": ("(required for readStream)", "Durable directory or URL for batch-end records."),
+    "metadataStorageOptions": (
+        "(none)",
+        'JSON object of options for metadataPath\'s fsspec filesystem, e.g. {"endpoint_url": ..., "profile": ...}; never logged.',
+    ),
     "maxRecordsPerBatch": ("(none)", "Upper bound on records per micro-batch (Spark ReadMaxRows)."),
     "maxBytesPerBatch": ("(none)", "Upper bound on payload bytes per micro-batch (Spark ReadMaxBytes)."),
     "maxRecordsPerShard": ("100000", "Records one shard contributes to one batch at most (memory bound)."),
@@ -68,6 +75,8 @@ class SourceConfig:
     starting_position: Position
     ending_position: Position
     metadata_path: str | None
+    # Options of metadataPath's filesystem (fsspec): may hold credentials, so never shown.
+    metadata_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     max_records_per_batch: int | None = None
     max_bytes_per_batch: int | None = None
     max_records_per_shard: int = 100_000
@@ -118,6 +127,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
         starting_position=starting,
         ending_position=ending,
         metadata_path=metadata_path,
+        metadata_storage_options=_storage_options(opts.get("metadataStorageOptions")),
         max_records_per_batch=int_option(opts, "maxRecordsPerBatch", None, 1),
         max_bytes_per_batch=int_option(opts, "maxBytesPerBatch", None, 1),
         max_records_per_shard=int_option(opts, "maxRecordsPerShard", 100_000, 1) or 100_000,
@@ -146,3 +156,21 @@ def _assigner(opts: Mapping[str, str]) -> str:
             f"Use one of {', '.join(sorted(assign.STRATEGIES))}, or a function importable on the driver.",
         ) from None
     return name
+
+
+def _storage_options(raw: str | None) -> dict[str, Any]:
+    """metadataStorageOptions: a JSON object handed to fsspec. Its values may be credentials, so no
+    message repeats them."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise OptionError(
+            "metadataStorageOptions",
+            "is not a JSON object",
+            'Write it like {"endpoint_url": "https://s3.eu-west-1.amazonaws.com", "profile": "etl"}.',
+        )
+    return value

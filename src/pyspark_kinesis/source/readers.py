@@ -46,7 +46,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from .store import open_store
 
         self.config = resolve_streams(config)
-        open_store(config.metadata_path or "").check_writable()
+        open_store(config.metadata_path or "", config.metadata_storage_options).check_writable()
         self._planner: Planner | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -61,7 +61,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
             self._planner = Planner(
                 self.config,
-                BatchEndLog.open(self.config.metadata_path or ""),
+                BatchEndLog.open(self.config.metadata_path or "", self.config.metadata_storage_options),
                 functools.partial(KinesisProxy, agent="planner"),
             )
         return self._planner

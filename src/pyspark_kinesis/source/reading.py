@@ -82,7 +82,7 @@ def _same_read(a: ShardEnd, b: ShardEnd) -> bool:
 
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     """Run one task of a batch under the protocol above and yield its rows."""
-    log = BatchEndLog.open(config.metadata_path or "")
+    log = BatchEndLog.open(config.metadata_path or "", config.metadata_storage_options)
     starts = {piece.ref: piece.start for piece in plan.shards}
     record = log.read(plan.token, plan.batch, plan.task)
     if record is not None:

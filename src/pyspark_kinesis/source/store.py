@@ -14,6 +14,8 @@ import os
 import shutil
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 import fsspec
@@ -41,18 +43,38 @@ class BatchEndStore(ABC):
         """Names of sub-folders directly under `prefix`, sorted (batch folders, for garbage collection)."""
 
     def check_writable(self) -> None:
-        """Prove at query start that records can be written here, so the first batch cannot fail on it."""
+        """Prove at query start that records can be written here, and that the first-writer-wins create
+        really is exclusive: a second create of the probe key must be refused. A store that ignores
+        exclusive create (an S3-compatible service without conditional writes, a filesystem that
+        overwrites) would let two task attempts both "win" and break exactly-once silently."""
         key = f"_probe/{uuid.uuid4().hex}"
         try:
             if not self.put_if_absent(key, b"probe"):
                 raise OSError("a fresh probe key already existed")
+            exclusive = not self.put_if_absent(key, b"second")
             self.delete_folder("_probe")
-        except OSError as exc:
+        except (OSError, ValueError, NotImplementedError) as exc:
             raise OptionError(
                 "metadataPath",
-                f"cannot write batch-end records there ({exc.__class__.__name__}: {exc})",
-                "Point metadataPath at a directory this user can create and write, on durable storage.",
+                f"cannot write batch-end records there ({exc.__class__.__name__}: {_one_line(exc)})",
+                "Point metadataPath at a directory this user can create and write, on durable storage "
+                "(a local or mounted path, or s3:// with s3fs installed: pip install 'pyspark-kinesis[s3]').",
             ) from None
+        if not exclusive:
+            raise OptionError(
+                "metadataPath",
+                "its storage does not refuse a second create of the same record (no exclusive create: an "
+                "S3-compatible service without conditional writes, or a filesystem that overwrites), so two "
+                "attempts of a task could both record a batch's end",
+                "Use storage with exclusive create: a local or network filesystem path, or Amazon S3 "
+                "(conditional writes) through s3fs.",
+            )
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """An underlying error's text on one line, cut to `limit` characters (some span dozens of lines)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class LocalStore(BatchEndStore):
@@ -100,10 +122,21 @@ class LocalStore(BatchEndStore):
 
 class FsspecStore(BatchEndStore):
     """Any fsspec filesystem whose 'xb' open is exclusive and whose objects appear whole on close
-    (object stores such as S3 with conditional writes). Chosen for URLs with a scheme."""
+    (object stores such as S3 with conditional writes: s3fs sends If-None-Match). Chosen for URLs with a
+    scheme; `storage_options` go to the filesystem (endpoint, profile, region...)."""
 
-    def __init__(self, url: str) -> None:
-        self.fs, self.root = fsspec.core.url_to_fs(url)
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        except (ImportError, ValueError, OSError, TypeError, RuntimeError) as exc:
+            scheme = url.split("://", 1)[0]
+            raise OptionError(
+                "metadataPath",
+                f"cannot open '{url}' ({exc.__class__.__name__}: {_one_line(exc)})",
+                f"Install and configure the filesystem for '{scheme}://' (s3:// needs s3fs: pip install "
+                "'pyspark-kinesis[s3]'; hdfs:// needs libhdfs and a Hadoop client), or use a path on a "
+                "mounted filesystem. Check metadataStorageOptions if you set it.",
+            ) from None
         self.root = self.root.rstrip("/")
 
     def _path(self, key: str) -> str:
@@ -118,6 +151,13 @@ class FsspecStore(BatchEndStore):
             return True
         except FileExistsError:
             return False
+        except OSError:
+            # A refused conditional write does not always come back as FileExistsError (s3fs maps a
+            # PreconditionFailed without its condition, or a ConditionalRequestConflict, to OSError):
+            # if the record is there now, another writer won.
+            if self.fs.exists(path):
+                return False
+            raise
 
     def get(self, key: str) -> bytes | None:
         try:
@@ -137,9 +177,9 @@ class FsspecStore(BatchEndStore):
             self.fs.rm(self._path(prefix), recursive=True)
 
 
-def open_store(location: str) -> BatchEndStore:
+def open_store(location: str, storage_options: Mapping[str, Any] | None = None) -> BatchEndStore:
     """A plain path or file:// URL gets the link(2)-based store; other schemes go through fsspec."""
     parsed = urlparse(location)
     if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
         return LocalStore(parsed.path if parsed.scheme == "file" else location)
-    return FsspecStore(location)
+    return FsspecStore(location, storage_options)
