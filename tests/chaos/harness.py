@@ -308,8 +308,8 @@ class ChaosRun:
             return self._kill_executor(cfg)
         if kind == "reshard":
             return self._reshard(kin)
-        if kind == "restart-server":
-            return self._restart_server(producer, proxy)
+        if kind == "restart-server":  # felt only by a running query (one that calls while it is down)
+            return self._restart_server(producer, proxy) if self._ready(cfg) else None
         raise ValueError(kind)
 
     def _kill_executor(self, cfg: dict[str, Any]) -> str | None:

@@ -102,7 +102,8 @@ def main(
                 f"run {index} ({plan.kind}, {plan.master}): {sum(result.faults.values())} faults "
                 f"{dict(result.faults)}; put {result.put}, read {result.read}, lost {result.lost}, duplicated "
                 f"{result.duplicated}, order {result.order_violations}, server lost {result.server_lost}, "
-                f"driver exits {result.unplanned_exits} {'ok' if result.ok else 'FAILED ' + result.error}"
+                f"driver exits {result.unplanned_exits}, lineage {result.lineage_violations}, missed "
+                f"{result.missed} {'ok' if result.ok else 'FAILED ' + result.error}"
             )
     table = Table(title=f"chaos: {len(results)} runs")
     for column in ("runs", "faults", "put", "read", "lost", "duplicated", "order", "failed runs"):
