@@ -363,7 +363,12 @@ class ChaosRun:
         self.server.stop()
         if snapshot is not None:
             self._restore_if_cut(snapshot)
-        time.sleep(self.rng.uniform(1.5, 3.0))  # calls in this window get 503 from the proxy
+        # Down for a while, and until the connector has called and been refused (a query in a long batch
+        # may make no call for seconds): bounded, so a query that never calls makes the fault a miss.
+        time.sleep(self.rng.uniform(1.5, 3.0))
+        deadline = time.monotonic() + 20
+        while proxy.injected.get("server-down", 0) == refused_before and time.monotonic() < deadline:
+            time.sleep(0.1)
         refused = proxy.injected.get("server-down", 0) - refused_before
         self.server = self._start_server(port)
         producer.running.set()
