@@ -49,8 +49,9 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "with everything the server holds (`server lost` counts records the producer was told were written "
         "but the server does not hold once).",
         "",
-        "Fault kinds: `proxy throttle/internal/unavailable/expired/reset/cut` on GetRecords; `proxy "
-        "limit/internal` on ListShards and GetShardIterator; `proxy delay` held-back responses; `proxy "
+        "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
+        "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
+        "GetShardIterator; `proxy delay` held-back responses; `proxy "
         "server-down` calls answered 503 while the server restarted; `driver SIGKILL before tasks` (a batch "
         "logged, none of its tasks recorded) and `driver SIGKILL mid-batch` (a logged batch, some tasks "
         "recorded, not committed); `executor SIGKILL` while a batch is in flight (local-cluster[2,1,1024] "

@@ -88,3 +88,15 @@ def run_available_now_failure(
         return str(exc)
     query.stop()
     raise AssertionError("the query did not fail" if finished else f"the query ran on for {timeout_s} s")
+
+
+def run_once(df, checkpoint: str, handler, timeout_s: float = 180) -> None:
+    """One batch (`trigger(once=True)`) into a foreachBatch handler; the query must end without error."""
+    query = (
+        df.writeStream.foreachBatch(handler)
+        .option("checkpointLocation", checkpoint)
+        .trigger(once=True)
+        .start()
+    )
+    assert query.awaitTermination(timeout_s), f"the query did not finish within {timeout_s} s"
+    assert query.exception() is None, query.exception()

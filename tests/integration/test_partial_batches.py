@@ -9,7 +9,7 @@ import pytest
 
 from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import client, new_stream, put
-from tests.integration.streaming_util import reader, wait_for
+from tests.integration.streaming_util import reader, run_once, wait_for
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
@@ -116,14 +116,7 @@ def test_a_query_restarted_after_a_batch_nobody_read_goes_on(spark, kinesis_loca
     expected = put(kin, stream, 0, 60, keys=16)
     meta, cp = str(tmp_path / "meta"), str(tmp_path / "cp")
     df = reader(spark, kinesis_local.endpoint, stream, meta, startingPosition="TRIM_HORIZON")
-    query = (
-        df.writeStream.foreachBatch(lambda df, batch: None)
-        .option("checkpointLocation", cp)
-        .trigger(once=True)
-        .start()
-    )
-    assert query.awaitTermination(120)
-    assert query.exception() is None
+    run_once(df, cp, lambda df, batch: None)
     rows: list = []
     again = reader(spark, kinesis_local.endpoint, stream, meta, startingPosition="TRIM_HORIZON")
     query = (
@@ -172,13 +165,7 @@ def test_a_replay_whose_first_records_aged_out_fails_loudly_or_counts_the_loss(
             startingPosition="TRIM_HORIZON",
             failOnDataLoss=str(fail_on_data_loss).lower(),
         )
-        query = (
-            df.writeStream.foreachBatch(handler)
-            .option("checkpointLocation", str(tmp_path / "cp"))
-            .trigger(once=True)
-            .start()
-        )
-        assert query.awaitTermination(120)
+        run_once(df, str(tmp_path / "cp"), handler)
     assert len(outcome["first"]) == 50
     if fail_on_data_loss:
         assert "DataLossError" in outcome.get("error", ""), outcome.get("again")

@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
-from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
+from tests.integration.streaming_util import (
+    Collector,
+    reader,
+    run_available_now,
+    run_once,
+    start_running,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
@@ -165,14 +172,7 @@ def test_trigger_once_runs_one_batch(spark, kinesalite, tmp_path):
     expected = put(kin, stream, 0, 120)
     sink = Collector()
     df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON")
-    query = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(once=True)
-        .start()
-    )
-    assert query.awaitTermination(120)
-    assert query.exception() is None
+    run_once(df, str(tmp_path / "cp"), sink)
     assert len(sink.batches) == 1
     assert_exactly_once(sink.rows, expected)
 

@@ -9,7 +9,7 @@ import pytest
 
 from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import client, new_stream
-from tests.integration.streaming_util import Collector, reader
+from tests.integration.streaming_util import Collector, reader, run_once
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
@@ -52,14 +52,7 @@ def test_every_shard_of_a_big_task_progresses_in_every_batch_under_backlog(spark
             maxFetchTimeMs="3000",
         )
         for _ in range(2):  # two batches, each with every shard still backlogged
-            query = (
-                df.writeStream.foreachBatch(sink)
-                .option("checkpointLocation", str(tmp_path / "cp"))
-                .trigger(once=True)
-                .start()
-            )
-            assert query.awaitTermination(180)
-            assert query.exception() is None
+            run_once(df, str(tmp_path / "cp"), sink)
     assert len(sink.batches) == 2
     for batch_id, rows in sink.batches:
         per_shard = Counter(r["shardId"] for r in rows)

@@ -256,15 +256,20 @@ def test_a_stream_recreated_while_the_query_runs_ends_it_clearly():
         planner.next_offset(first, None, None)
 
 
-def test_available_now_does_not_end_while_a_closed_shards_children_are_unlisted():
-    """The listing a closure forces fails (or does not show the children ChildShards named): under
-    AvailableNow no batch planned ends the run, so the planner lists again first."""
+def available_now_over_one_shard():
+    """An AvailableNow run (sleeps between listings skipped) over a one-shard stream, its first batch planned."""
     kinesis = FakeKinesis({A: [shard("p")]})
     h = Harness(config("a"), kinesis, Clock())
     planner = h.planner()
     planner.sleep = lambda _s: None
     planner.cutoff_ms = h.clock.now
-    first = planner.next_offset(planner.initial_offset(), None, None)
+    return kinesis, h, planner, planner.next_offset(planner.initial_offset(), None, None)
+
+
+def test_available_now_does_not_end_while_a_closed_shards_children_are_unlisted():
+    """The listing a closure forces fails (or does not show the children ChildShards named): under
+    AvailableNow no batch planned ends the run, so the planner lists again first."""
+    kinesis, h, planner, first = available_now_over_one_shard()
     closed = read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())
     h.run(first, {(A, "p"): replace(closed, children=("c1",))})
     kinesis.failures = 2
@@ -274,12 +279,7 @@ def test_available_now_does_not_end_while_a_closed_shards_children_are_unlisted(
 
 
 def test_available_now_fails_rather_than_end_with_children_unread():
-    kinesis = FakeKinesis({A: [shard("p")]})
-    h = Harness(config("a"), kinesis, Clock())
-    planner = h.planner()
-    planner.sleep = lambda _s: None
-    planner.cutoff_ms = h.clock.now
-    first = planner.next_offset(planner.initial_offset(), None, None)
+    kinesis, h, planner, first = available_now_over_one_shard()
     h.run(first, {(A, "p"): read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())})
     kinesis.failures = 100
     with pytest.raises(StreamAccessError, match="cannot finish"):
