@@ -121,7 +121,8 @@ def markdown(results: list[Result], records: int, size: int, concurrency: int, s
         )
     lines += [
         "",
-        "`loop`: C threads putting pre-built 500-record calls with one boto3 client. `producer`: the sink's "
+        "`loop`: as many threads as the concurrency, putting pre-built 500-record calls with one boto3 "
+        "client. `producer`: the sink's "
         'per-task engine. `spark`: `df.write.format("kinesis")` of a one-partition DataFrame (one task), '
         "Spark's job overhead included.",
     ]
