@@ -138,3 +138,16 @@ def test_public_api_doctests_pass():
     assert set(pyspark_kinesis.__all__) >= {"register", "KinesisDataSource", "DataLossError", "OptionError"}
     for name in pyspark_kinesis.__all__:
         assert getattr(pyspark_kinesis, name) is not None
+
+
+def test_only_the_benchmarks_import_boto3():
+    """The package depends on botocore alone (boto3 would break `pip check` beside s3fs; see
+    aws/client.py); boto3 comes with the [bench] extra for the benchmarks' baselines."""
+    users = {
+        str(p.relative_to(PKG))
+        for p in MODULES
+        for node in ast.walk(ast.parse(p.read_text()))
+        if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "boto3" for a in node.names))
+        or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "boto3")
+    }
+    assert all(u.startswith("tools/benchmarks/") for u in users), sorted(users)

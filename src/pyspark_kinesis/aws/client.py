@@ -1,8 +1,13 @@
-"""boto3 clients built from AwsSettings, cached per process.
+"""botocore clients built from AwsSettings, cached per process.
 
 Executor Python workers are reused across batches, so a module-level cache keeps HTTP connections
-(and credentials resolved through boto3's chain, or an assumed role's) alive from one batch to the
+(and credentials resolved through the default chain, or an assumed role's) alive from one batch to the
 next. Retries of transient errors (throttling, 5xx, connection resets) are botocore's own retry modes.
+
+botocore, not boto3: boto3 pins botocore to its own release, and s3fs (through aiobotocore) pins it
+to another, so a package that needs boto3 breaks `pip check` beside s3fs in whichever order they are
+installed. botocore alone fits any botocore that aiobotocore allows. A boto3 client is this same
+botocore client; nothing is lost.
 
 With a `roleArn`, each process assumes the role itself, lazily, through botocore's refreshable
 credentials (`AssumeRoleCredentialFetcher` + `DeferredRefreshableCredentials`): they are renewed
@@ -15,7 +20,6 @@ import functools
 import threading
 from typing import Any
 
-import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
@@ -40,17 +44,14 @@ def _config(settings: AwsSettings, max_attempts: int | None, pool: int, agent: s
     )
 
 
-def session_for(settings: AwsSettings, max_attempts: int | None = None) -> boto3.session.Session:
-    """A boto3 session with the settings' credentials: static keys or the default chain, and on top
-        of them the assumed role when `role_arn` is set. Its clients decode GetRecords bodies with
+def session_for(settings: AwsSettings, max_attempts: int | None = None) -> botocore.session.Session:
+    """A botocore session with the settings' credentials: static keys or the default chain, and on
+    top of them the assumed role when `role_arn` is set. Its clients decode GetRecords bodies with
     `get_records.decode` (botocore does everything else)."""
-    base = boto3.session.Session(
-        aws_access_key_id=settings.access_key_id,
-        aws_secret_access_key=settings.secret_key,
-        aws_session_token=settings.session_token,
-        region_name=settings.region,
-    )
-    base._session.register_component("response_parser_factory", ParserFactory())
+    base = botocore.session.Session()
+    base.register_component("response_parser_factory", ParserFactory())
+    if settings.access_key_id and settings.secret_key:
+        base.set_credentials(settings.access_key_id, settings.secret_key, settings.session_token)
     if settings.role_arn is None:
         return base
     source = base.get_credentials()
@@ -61,7 +62,7 @@ def session_for(settings: AwsSettings, max_attempts: int | None = None) -> boto3
         extra["ExternalId"] = settings.external_id
     fetcher = AssumeRoleCredentialFetcher(
         client_creator=functools.partial(
-            base.client,
+            base.create_client,
             region_name=settings.region,
             endpoint_url=settings.sts_endpoint_url,
             config=_config(settings, max_attempts, 2),
@@ -77,7 +78,7 @@ def session_for(settings: AwsSettings, max_attempts: int | None = None) -> boto3
             refresh_using=fetcher.fetch_credentials, method="assume-role"
         )
     )
-    return boto3.session.Session(botocore_session=core, region_name=settings.region)
+    return core
 
 
 def kinesis_client(
@@ -89,8 +90,9 @@ def kinesis_client(
     with _lock:
         client = _clients.get(key)
         if client is None:
-            client = session_for(settings, max_attempts).client(
+            client = session_for(settings, max_attempts).create_client(
                 "kinesis",
+                region_name=settings.region,
                 endpoint_url=settings.endpoint_url,
                 config=_config(settings, max_attempts, pool, agent),
             )

@@ -43,7 +43,7 @@ def describe_failure(exc: Exception, spec: StreamSpec) -> StreamAccessError:
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return StreamAccessError(
             f"No AWS credentials found for {where}. Set the awsAccessKeyId/awsSecretKey options or configure "
-            "boto3's default chain (environment, profile, instance role)."
+            "the default credential chain (environment, profile, instance role)."
         )
     if isinstance(exc, ClientError):
         code = exc.response.get("Error", {}).get("Code", "")

@@ -44,7 +44,7 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the demo never leaves loopback
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    import boto3
+    import botocore.session
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -55,7 +55,9 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
     root.mkdir(parents=True, exist_ok=True)
     with LocalKinesis("kinesis-local") as server:
         console.print(f"[bold]local Kinesis[/] (kinesis-local) on {server.endpoint}")
-        kinesis = boto3.client("kinesis", endpoint_url=server.endpoint, region_name="us-east-1")
+        kinesis = botocore.session.get_session().create_client(
+            "kinesis", endpoint_url=server.endpoint, region_name="us-east-1"
+        )
         stream = f"demo-orders-{int(time.time())}"
         kinesis.create_stream(StreamName=stream, ShardCount=shards)
         kinesis.get_waiter("stream_exists").wait(

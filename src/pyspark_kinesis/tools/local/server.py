@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-import boto3
+import botocore.session
 from botocore.config import Config
 
 KINDS = ("kinesis-local", "kinesalite")
@@ -128,7 +128,7 @@ class LocalKinesis:
         self.process = subprocess.Popen(
             command, cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT
         )
-        client = boto3.client(
+        client = botocore.session.get_session().create_client(
             "kinesis",
             endpoint_url=self.endpoint,
             region_name="us-east-1",
