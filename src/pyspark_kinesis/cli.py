@@ -1,4 +1,8 @@
-"""The `pyspark-kinesis` command: run the demo, run a local Kinesis server, print the options."""
+"""The `pyspark-kinesis` command: the demo, local servers, stream and checkpoint tools, benchmarks.
+
+Stream commands (create, produce, reshard, shards) live in `tools/stream_commands.py`, checkpoint
+commands (lag, inspect) in `tools/checkpoint_commands.py`; this module only wires them up.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .tools import checkpoint_commands, stream_commands
+
 app = typer.Typer(
     add_completion=False, help="pyspark-kinesis: a Kinesis source for Spark Structured Streaming."
 )
 local_app = typer.Typer(add_completion=False, help="Local Kinesis-compatible servers for development.")
 app.add_typer(local_app, name="local")
+app.add_typer(stream_commands.reshard_app, name="reshard")
+for _command in (stream_commands.create, stream_commands.produce, stream_commands.shards):
+    app.command(_command.__name__)(_command)
+app.command("lag")(checkpoint_commands.lag)
+app.command("inspect")(checkpoint_commands.inspect)
 console = Console()
 
 

@@ -284,3 +284,16 @@ def test_available_now_fails_rather_than_end_with_children_unread():
     kinesis.failures = 100
     with pytest.raises(StreamAccessError, match="cannot finish"):
         planner.next_offset(first, None, None)
+
+
+def test_the_lag_report_follows_the_recorded_ends():
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    assert planner.lag.report()["streams"][A]["shardsLagUnknown"] == 2
+    behind = replace(read(Position.trim_horizon(), 10, tip=False), millis_behind=4000)
+    h.run(first, {(A, "s0"): behind})
+    planner.next_offset(first, None, None)
+    figures = planner.lag.report()["streams"][A]
+    assert (figures["shardsBehind"], figures["maxMsBehindLatest"], figures["recordsRead"]) == (1, 4000, 20)
+    assert figures["shardsLagUnknown"] == 1  # s1: its record says -1, the server did not tell

@@ -13,25 +13,41 @@ from datetime import UTC, datetime
 
 from ..errors import OptionError
 from ..model import Position
+from .aliases import ALIASES
 
 # Options Spark itself may pass along with the user's; accepted and ignored.
 SPARK_OPTIONS = frozenset({"path", "checkpointlocation"})
 
 
 def fold(options: Mapping[str, str], known: Mapping[str, object], what: str, docs: str) -> dict[str, str]:
-    """Map user keys to canonical option names; reject unknown ones with a suggestion."""
+    """Map user keys to canonical option names, other connectors' names included (see `aliases`);
+    reject unknown ones with a suggestion, and an option given twice under two names."""
     lower = {k.lower(): k for k in known}
+    aliases = {name.lower(): alias for name, alias in ALIASES.items() if alias.canonical in known}
     folded: dict[str, str] = {}
+    given_as: dict[str, str] = {}
     for key, value in options.items():
         low = key.lower()
         if low in SPARK_OPTIONS:
             continue
         canonical = lower.get(low)
+        if canonical is None and low in aliases:
+            alias = aliases[low]
+            canonical = alias.canonical
+            value = alias.convert(key, value) if alias.convert and value is not None else value
         if canonical is None:
-            guess = difflib.get_close_matches(low, list(lower), n=1)
-            hint = f"Did you mean '{lower[guess[0]]}'?" if guess else f"See {docs} for the options."
+            guess = difflib.get_close_matches(low, [*lower, *aliases], n=1)
+            name = lower.get(guess[0]) or aliases[guess[0]].canonical if guess else None
+            hint = f"Did you mean '{name}'?" if name else f"See {docs} for the options."
             raise OptionError(key, f"this option is not known to the kinesis {what}", hint)
+        if canonical in folded and folded[canonical] != value:
+            raise OptionError(
+                key,
+                f"sets the same as '{given_as[canonical]}', which is also given, with another value",
+                f"Give only one of them ('{canonical}' is this connector's name).",
+            )
         folded[canonical] = value
+        given_as[canonical] = key
     return folded
 
 
@@ -58,8 +74,8 @@ def parse_position(option: str, text: str, *, allow_trim: bool = True) -> Positi
         return Position.latest()
     if upper in ("TRIM_HORIZON", "EARLIEST") and allow_trim:
         return Position.trim_horizon()
-    if upper.startswith("AT_TIMESTAMP:"):
-        return Position.at_timestamp(parse_time(option, value.split(":", 1)[1]))
+    if upper.startswith(("AT_TIMESTAMP:", "AT_TIMESTAMP ")):  # the space: awslabs' spelling
+        return Position.at_timestamp(parse_time(option, value[len("AT_TIMESTAMP") + 1 :]))
     allowed = (
         "LATEST, TRIM_HORIZON or AT_TIMESTAMP:<ISO-8601>"
         if allow_trim

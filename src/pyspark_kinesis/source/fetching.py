@@ -20,6 +20,7 @@ import time
 
 from ..aws.errors import (
     CALL_ERRORS,
+    error_code,
     is_expired_iterator,
     is_foreign_sequence_number,
     is_future_timestamp,
@@ -143,6 +144,14 @@ class ShardRead(BatchCut):
             if not is_retryable(exc):
                 raise
             self.failures += 1
+            if self.failures == 1:  # once per streak: throttling is routine, a log line per call is noise
+                log.info(
+                    "Kinesis stream '%s', shard %s, batch %d: %s; backing off and trying again",
+                    self.proxy.name,
+                    self.shard,
+                    self.batch,
+                    error_code(exc) or exc.__class__.__name__,
+                )
             if self.until is not None and self.failures > _REPLAY_RETRIES:
                 raise
             pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.failures))

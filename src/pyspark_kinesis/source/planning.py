@@ -23,6 +23,7 @@ from ..model import Position, ShardRef
 from . import lineage
 from .batch_log import BatchEndLog
 from .discovery import ShardDiscovery, now_ms, recreated_streams
+from .lag import LagTracker
 from .offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, TaskEnd, TaskPlan
 from .options import SourceConfig
 
@@ -94,6 +95,7 @@ class Planner:
         self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
         self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
         self._starved: dict[ShardRef, int] = {}  # batches in a row whose task for the shard never ran
+        self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
 
     # -- start of a new query --------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
@@ -265,10 +267,19 @@ class Planner:
                 ref for ref, e in ends.items() if ref[0] == key and e.end.is_end
             } - self._closures_seen
             if closures:
+                log.info(
+                    "Kinesis stream %s: shards %s were read to their end (closed by a reshard); their children "
+                    "%s follow them",
+                    key,
+                    ", ".join(sorted(sid for _k, sid in closures)),
+                    ", ".join(sorted({c for ref in closures for c in ends[ref].children}))
+                    or "(none reported)",
+                )
                 refreshed = self._list_after(closures, ends, streams[key])
             else:
                 refreshed = self.discovery.refresh(key, streams[key], force=False, cutoff_ms=self.cutoff_ms)
             streams[key] = lineage.prune_finished(refreshed)
+        self.lag.update(start.batch, ends, streams)
 
         now = self.clock()
         drained = self._drained_now(start, ends)

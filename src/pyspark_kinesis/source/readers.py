@@ -93,6 +93,10 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         nxt = self.planner.next_offset(offset, max_rows, max_bytes)
         return start if nxt is offset else nxt.to_json()
 
+    def reportLatestOffset(self) -> dict | None:
+        """Lag per stream, shown as `sources[].latestOffset` in the query's progress (see `source.lag`)."""
+        return self.planner.lag.report()
+
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         from .planning import plan_tasks
 

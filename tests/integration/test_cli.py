@@ -1,0 +1,183 @@
+"""Every `pyspark-kinesis` stream and checkpoint command against the local Kinesis, output checked; and
+the lag that the CLI and Spark's progress report for a stream with a known backlog."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from typer.testing import CliRunner
+
+from pyspark_kinesis import metrics
+from pyspark_kinesis.cli import app
+from tests.helpers import client, new_stream
+from tests.integration.streaming_util import Collector, reader
+
+pytestmark = pytest.mark.kinesis
+HALF = 2**127
+ENV = {"COLUMNS": "200"}
+
+
+def cli(*args: str, ok: bool = True):
+    result = CliRunner().invoke(app, list(args), env=ENV)
+    if ok:
+        assert result.exit_code == 0, f"{args}: exit {result.exit_code}\n{result.output}"
+    return result
+
+
+def as_json(*args: str):
+    return json.loads(cli(*args, "--json").stdout)
+
+
+def test_create_produce_reshard_and_shards(kinesis_local):
+    endpoint = ("--endpoint-url", kinesis_local.endpoint)
+    name = f"cli-{uuid.uuid4().hex[:10]}"
+    created = as_json("create", name, "--shards", "2", *endpoint)
+    assert created["stream"] == name and created["arn"].endswith(f"stream/{name}")
+
+    rows = as_json("shards", name, *endpoint)
+    assert [r["open"] for r in rows] == [True, True]
+    assert rows[0]["StartingHashKey"] == "0" and int(rows[1]["EndingHashKey"]) == 2**128 - 1
+
+    produced = as_json("produce", name, "--count", "1234", "--size", "64", *endpoint)
+    assert produced["put"] == 1234
+    kinesis = client(kinesis_local.endpoint)
+    assert count_records(kinesis, name) == 1234
+
+    first = rows[0]["ShardId"]
+    split = as_json("reshard", "split", name, first, *endpoint)
+    children = [r for r in split["shards"] if r["ParentShardId"] == first]
+    assert len(children) == 2 and all(c["open"] for c in children)
+    assert not next(r for r in split["shards"] if r["ShardId"] == first)["open"]
+
+    low, high = sorted(children, key=lambda r: int(r["StartingHashKey"]))
+    merged = as_json("reshard", "merge", name, low["ShardId"], high["ShardId"], *endpoint)
+    child = [r for r in merged["shards"] if r["ParentShardId"] == low["ShardId"]]
+    assert len(child) == 1 and child[0]["AdjacentParentShardId"] == high["ShardId"]
+
+    scaled = as_json("reshard", "scale", name, "4", *endpoint)
+    assert sum(r["open"] for r in scaled["shards"]) == 4
+
+    tree = cli("shards", name, *endpoint).stdout
+    assert f"{name} (4 open, " in tree
+    assert first in tree and "closed" in tree and f"merged with {high['ShardId']}" in tree
+    # The merged shard appears under its parent, inside the split shard's subtree: deeper than `first`.
+    lines = tree.splitlines()
+    depth = {
+        sid: next(line.index(sid) for line in lines if sid in line) for sid in (first, child[0]["ShardId"])
+    }
+    assert depth[child[0]["ShardId"]] > depth[first]
+
+
+def test_produce_paces_by_rate_and_puts_a_files_lines(kinesis_local, tmp_path):
+    kinesis = client(kinesis_local.endpoint)
+    name = new_stream(kinesis, 1)
+    paced = as_json(
+        "produce", name, "--count", "30", "--rate", "20", "--endpoint-url", kinesis_local.endpoint
+    )
+    assert paced["put"] == 30 and paced["seconds"] >= 1.4  # 30 records at 20/s cannot take under ~1.5 s
+    lines = tmp_path / "lines.txt"
+    lines.write_text("alpha\nbeta\n\ngamma\n")
+    assert (
+        as_json("produce", name, "--file", str(lines), "--endpoint-url", kinesis_local.endpoint)["put"] == 3
+    )
+    data = read_all(kinesis, name)
+    assert data[-3:] == [b"alpha", b"beta", b"gamma"]
+
+
+def test_errors_are_one_clear_line(kinesis_local):
+    missing = cli("shards", "no-such-stream", "--endpoint-url", kinesis_local.endpoint, ok=False)
+    assert missing.exit_code == 1
+    assert "error:" in missing.output and "no-such-stream" in missing.output
+    assert "Traceback" not in missing.output
+    bad = cli(
+        "reshard",
+        "split",
+        "s",
+        "shardId-0",
+        "--at",
+        "12ab",
+        "--endpoint-url",
+        kinesis_local.endpoint,
+        ok=False,
+    )
+    assert bad.exit_code == 1 and "--at must be a decimal hash key" in bad.output
+    nothing = cli("lag", "--checkpoint", "/nonexistent/chk", "--metadata-path", "/nonexistent/meta", ok=False)
+    assert nothing.exit_code == 1 and "has no committed batch" in nothing.output
+
+
+@pytest.mark.spark
+def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, tmp_path):
+    """100 records per shard, then two one-batch runs of 30 per shard: 40 per shard are left. The
+    progress of the second run reports batch 0's lag, and `lag` counts the 80 left, shard by shard."""
+    kinesis = client(kinesis_local.endpoint)
+    name = new_stream(kinesis, 2)
+    for half in range(2):  # two puts 1.5 s apart: what was read first is that far behind the tip
+        if half:
+            time.sleep(1.5)
+        for low in (0, HALF):
+            entries = [
+                {"Data": f"{low}-{half}-{n}".encode(), "PartitionKey": "k", "ExplicitHashKey": str(low + 1)}
+                for n in range(50)
+            ]
+            assert kinesis.put_records(StreamName=name, Records=entries)["FailedRecordCount"] == 0
+    chk, meta = str(tmp_path / "chk"), str(tmp_path / "meta")
+    collected = Collector()
+    queries = []
+    for _run in range(2):
+        df = reader(
+            spark, kinesis_local.endpoint, name, meta, startingPosition="TRIM_HORIZON", maxRecordsPerShard=30
+        )
+        query = (
+            df.writeStream.foreachBatch(collected)
+            .option("checkpointLocation", chk)
+            .trigger(once=True)
+            .start()
+        )
+        assert query.awaitTermination(180) and query.exception() is None
+        queries.append(query)
+    assert len(collected.rows) == 120
+
+    report = metrics.lag(queries[1])
+    assert len(report) == 1
+    (figures,) = report.values()
+    assert figures["batch"] == 0 and figures["recordsRead"] == 60
+    assert figures["shards"] == 2 and figures["shardsBehind"] == 2 and figures["maxMsBehindLatest"] >= 1000
+    assert metrics.lag_rows(queries[1])[0]["streamName"] == name
+
+    endpoint = ("--endpoint-url", kinesis_local.endpoint)
+    lag = as_json("lag", "--checkpoint", chk, "--metadata-path", meta, *endpoint)
+    assert lag["batch"] == 1
+    assert sorted(s["records"] for s in lag["shards"]) == [40, 40] and all(
+        s["complete"] for s in lag["shards"]
+    )
+    text = cli("lag", "--checkpoint", chk, "--metadata-path", meta, *endpoint).stdout
+    assert "total records behind: 80" in text
+
+    inspected = as_json("inspect", "--checkpoint", chk, "--metadata-path", meta)
+    assert inspected["batch"] == 1 and inspected["committed"] is True
+    records = [r for r in inspected["records"].values() if r]
+    assert sum(end["n"] for r in records for shards in r["streams"].values() for end in shards.values()) == 60
+    table = cli("inspect", "--checkpoint", chk, "--metadata-path", meta, "--batch", "0").stdout
+    assert "batch 0 (committed)" in table and table.count("TRIM_HORIZON") == 2
+
+
+def read_all(kinesis, name: str) -> list[bytes]:
+    out = []
+    for shard in kinesis.list_shards(StreamName=name)["Shards"]:
+        iterator = kinesis.get_shard_iterator(
+            StreamName=name, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        for _ in range(100):
+            response = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+            out.extend(r["Data"] for r in response["Records"])
+            iterator = response.get("NextShardIterator")
+            if not response["Records"] or iterator is None:
+                break
+    return out
+
+
+def count_records(kinesis, name: str) -> int:
+    return len(read_all(kinesis, name))

@@ -1,0 +1,87 @@
+"""The lag report that Spark's progress shows, from batch-end records, and the helpers that read it."""
+
+from __future__ import annotations
+
+import json
+
+from pyspark_kinesis import metrics
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.lag import LagTracker
+from pyspark_kinesis.source.offsets import ShardEnd
+
+ARN = "arn:aws:kinesis:us-east-1:000000000000:stream/orders"
+OTHER = "arn:aws:kinesis:eu-west-1:000000000000:stream/clicks"
+
+
+def end(behind: int, records: int = 10, nbytes: int = 100) -> ShardEnd:
+    pos = Position.after("1")
+    return ShardEnd(start=pos, end=pos, records=records, bytes=nbytes, millis_behind=behind)
+
+
+def test_nothing_is_reported_before_a_batch_was_planned():
+    assert LagTracker().report() is None
+
+
+def test_per_stream_max_average_and_shards_behind():
+    lag = LagTracker()
+    lag.update(
+        3,
+        {(ARN, "s0"): end(0), (ARN, "s1"): end(1200, 5, 50), (ARN, "s2"): end(600), (OTHER, "c0"): end(0)},
+        {ARN: ["s0", "s1", "s2", "s3"], OTHER: ["c0"]},
+    )
+    report = lag.report()
+    assert report["batch"] == 3
+    orders = report["streams"][ARN]
+    assert orders == {
+        "shards": 4,
+        "shardsBehind": 2,
+        "shardsLagUnknown": 1,  # s3: not read yet
+        "maxMsBehindLatest": 1200,
+        "avgMsBehindLatest": 600,
+        "recordsRead": 25,
+        "bytesRead": 250,
+    }
+    assert report["streams"][OTHER]["shardsBehind"] == 0
+    # Only integers and strings: what Spark accepts from reportLatestOffset().
+    assert all(isinstance(v, int) for s in report["streams"].values() for v in s.values())
+
+
+def test_a_shard_not_read_in_the_last_batch_keeps_its_last_lag_and_a_finished_one_leaves():
+    lag = LagTracker()
+    lag.update(1, {(ARN, "s0"): end(5000), (ARN, "s1"): end(700)}, {ARN: ["s0", "s1"]})
+    lag.update(2, {(ARN, "s1"): end(0, 3, 30)}, {ARN: ["s0", "s1"]})
+    figures = lag.report()["streams"][ARN]
+    assert (figures["maxMsBehindLatest"], figures["shardsBehind"], figures["recordsRead"]) == (5000, 1, 3)
+    lag.update(3, {(ARN, "s1"): end(0, 0, 0)}, {ARN: ["s1"]})  # s0 read to its end: pruned
+    figures = lag.report()["streams"][ARN]
+    assert (figures["shards"], figures["maxMsBehindLatest"], figures["shardsBehind"]) == (1, 0, 0)
+
+
+def test_an_older_batch_does_not_overwrite_a_newer_one():
+    lag = LagTracker()
+    lag.update(5, {(ARN, "s0"): end(0)}, {ARN: ["s0"]})
+    lag.update(4, {(ARN, "s0"): end(9000)}, {ARN: ["s0"]})
+    assert lag.report()["streams"][ARN]["maxMsBehindLatest"] == 0
+
+
+def test_the_helpers_find_the_report_among_other_sources_in_every_form():
+    lag = LagTracker()
+    lag.update(0, {(ARN, "s0"): end(300)}, {ARN: ["s0"]})
+    progress = {
+        "batchId": 1,
+        "sources": [
+            {"description": "KafkaV2[Subscribe[x]]", "latestOffset": json.dumps({"x": {"0": 5}})},
+            {"description": "kinesis", "latestOffset": json.dumps(lag.report())},
+            {"description": "rate", "latestOffset": None},
+        ],
+    }
+    for form in (progress, json.dumps(progress)):
+        rows = metrics.lag_rows(form)
+        assert [(r["streamName"], r["maxMsBehindLatest"], r["batch"]) for r in rows] == [("orders", 300, 0)]
+
+    class Query:  # what StreamingQuery offers
+        lastProgress = progress
+
+    assert metrics.lag(Query())[ARN]["shardsBehind"] == 1
+    assert metrics.lag(None) == {}
+    assert metrics.lag({"sources": []}) == {}
