@@ -1,19 +1,22 @@
 """Every `pyspark-kinesis` stream and checkpoint command against the local Kinesis, output checked; and
-the lag that the CLI and Spark's progress report for a stream with a known backlog."""
+the lag that the CLI, Spark's progress and the lag listener (CloudWatch on moto) report for a stream
+with a known backlog."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
+import boto3
 import pytest
 from typer.testing import CliRunner
 
 from pyspark_kinesis import metrics
 from pyspark_kinesis.cli import app
 from tests.helpers import client, new_stream
-from tests.integration.streaming_util import Collector, reader
+from tests.integration.streaming_util import Collector, reader, wait_for
 
 pytestmark = pytest.mark.kinesis
 HALF = 2**127
@@ -109,7 +112,7 @@ def test_errors_are_one_clear_line(kinesis_local):
 
 
 @pytest.mark.spark
-def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, tmp_path):
+def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, local_s3, tmp_path):
     """100 records per shard, then two one-batch runs of 30 per shard: 40 per shard are left. The
     progress of the second run reports batch 0's lag, and `lag` counts the 80 left, shard by shard."""
     kinesis = client(kinesis_local.endpoint)
@@ -126,6 +129,8 @@ def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, tmp_path)
     chk, meta = str(tmp_path / "chk"), str(tmp_path / "meta")
     collected = Collector()
     queries = []
+    listener = metrics.LagListener(cloudwatch_namespace=f"lag-{name}", endpoint_url=local_s3.endpoint)
+    spark.streams.addListener(listener)
     for _run in range(2):
         df = reader(
             spark, kinesis_local.endpoint, name, meta, startingPosition="TRIM_HORIZON", maxRecordsPerShard=30
@@ -146,6 +151,24 @@ def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, tmp_path)
     assert figures["batch"] == 0 and figures["recordsRead"] == 60
     assert figures["shards"] == 2 and figures["shardsBehind"] == 2 and figures["maxMsBehindLatest"] >= 1000
     assert metrics.lag_rows(queries[1])[0]["streamName"] == name
+
+    # The listener published both runs' progress to CloudWatch: the second run's figures are batch 0's.
+    wait_for(lambda: listener.published >= 2, 30, "the listener's progress events")
+    spark.streams.removeListener(listener)
+    cloudwatch = boto3.client("cloudwatch", endpoint_url=local_s3.endpoint, region_name="us-east-1")
+    listed = cloudwatch.list_metrics(Namespace=f"lag-{name}")["Metrics"]
+    assert {m["MetricName"] for m in listed} >= {"MaxMillisBehindLatest", "ShardsBehind", "RecordsRead"}
+    assert {d["Value"] for m in listed for d in m["Dimensions"] if d["Name"] == "StreamName"} == {name}
+    stats = cloudwatch.get_metric_statistics(
+        Namespace=f"lag-{name}",
+        MetricName="RecordsRead",
+        Dimensions=next(m["Dimensions"] for m in listed if m["MetricName"] == "RecordsRead"),
+        StartTime=datetime.now(UTC) - timedelta(hours=1),
+        EndTime=datetime.now(UTC) + timedelta(hours=1),
+        Period=3600,
+        Statistics=["Maximum"],
+    )
+    assert [p["Maximum"] for p in stats["Datapoints"]] == [60.0]
 
     endpoint = ("--endpoint-url", kinesis_local.endpoint)
     lag = as_json("lag", "--checkpoint", chk, "--metadata-path", meta, *endpoint)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 from pyspark_kinesis import metrics
 from pyspark_kinesis.model import Position
@@ -85,3 +86,41 @@ def test_the_helpers_find_the_report_among_other_sources_in_every_form():
     assert metrics.lag(Query())[ARN]["shardsBehind"] == 1
     assert metrics.lag(None) == {}
     assert metrics.lag({"sources": []}) == {}
+
+
+def test_prometheus_text_escapes_labels_and_skips_missing_figures():
+    rows = {
+        'q"1': [
+            {"streamArn": "arn:a/o", "streamName": "o\\x\n", "maxMsBehindLatest": 7, "shardsBehind": None}
+        ]
+    }
+    text = metrics.prometheus_text(rows)
+    assert (
+        'pyspark_kinesis_max_ms_behind_latest{query="q\\"1",stream="o\\\\x\\n",stream_arn="arn:a/o"} 7'
+        in text
+    )
+    assert "shards_behind" not in text
+    assert metrics.prometheus_text({}) == ""
+
+
+def test_the_listener_keeps_the_last_lag_per_query_and_writes_the_file(tmp_path):
+    lag = LagTracker()
+    lag.update(0, {(ARN, "s0"): end(300)}, {ARN: ["s0"]})
+    path = tmp_path / "lag.prom"
+    listener = metrics.LagListener(prometheus_file=str(path))
+    progress = {"name": "etl", "sources": [{"latestOffset": json.dumps(lag.report())}]}
+    listener.publish(progress)
+    listener.publish({"name": "other", "sources": []})  # no Kinesis source: nothing published
+    assert listener.published == 1
+    text = path.read_text()
+    assert text == listener.text()
+    assert 'pyspark_kinesis_max_ms_behind_latest{query="etl",stream="orders",' in text
+    assert list(tmp_path.iterdir()) == [path]  # the temporary file was renamed, not left behind
+
+
+def test_a_failing_publisher_never_raises_into_spark(caplog):
+    report = {"v": 1, "batch": 0, "streams": {ARN: {"shards": 1, "maxMsBehindLatest": 1}}}
+    event = SimpleNamespace(progress={"name": "etl", "sources": [{"latestOffset": json.dumps(report)}]})
+    listener = metrics.LagListener(prometheus_file="/nonexistent-dir/lag.prom")
+    listener.onQueryProgress(event)
+    assert "could not publish" in caplog.text
