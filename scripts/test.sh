@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 VENV="${VENV:-.venv}"
 export PYSPARK_KINESIS_NPM_DIR="$PWD/.local-kinesis"
-"$VENV/bin/ruff" check src tests
-"$VENV/bin/ruff" format --check src tests
+"$VENV/bin/ruff" check src tests examples
+"$VENV/bin/ruff" format --check src tests examples
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider "$@"
