@@ -66,6 +66,7 @@ def test_create_produce_reshard_and_shards(kinesis_local):
     tree = cli("shards", name, *endpoint).stdout
     assert f"{name} (4 open, " in tree
     assert first in tree and "closed" in tree and f"merged with {high['ShardId']}" in tree
+    assert f"hash keys 0..{int(rows[0]['EndingHashKey'])} (50.0%)" in tree
     # The merged shard appears under its parent, inside the split shard's subtree: deeper than `first`.
     lines = tree.splitlines()
     depth = {
@@ -204,3 +205,39 @@ def read_all(kinesis, name: str) -> list[bytes]:
 
 def count_records(kinesis, name: str) -> int:
     return len(read_all(kinesis, name))
+
+
+def test_local_start_serves_until_stopped_and_options_lists_the_options(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable,
+        "-m",
+        "pyspark_kinesis.cli",
+        "local",
+        "start",
+        "--kind",
+        "kinesalite",
+        "--seconds",
+        "120",
+    ]
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"}
+    )
+    try:
+        line = ""
+        for _ in range(50):  # bounded: the first line names the endpoint
+            line = server.stdout.readline()
+            if "listening on" in line:
+                break
+        endpoint = line.split("listening on ", 1)[1].split()[0]
+        assert endpoint.startswith("http://127.0.0.1:")
+        assert "StreamNames" in client(endpoint).list_streams()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    listed = cli("options").stdout
+    assert "metadataPath" in listed and "maxRecordsPerShard" in listed

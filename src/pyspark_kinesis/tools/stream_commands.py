@@ -79,7 +79,8 @@ def lineage_tree(stream: str, rows: list[dict[str, Any]]) -> Tree:
         share = (int(row["EndingHashKey"]) - int(row["StartingHashKey"]) + 1) / 2**128
         state = "[green]open[/]" if row["open"] else "[dim]closed[/]"
         merged = f", merged with {row['AdjacentParentShardId']}" if row["AdjacentParentShardId"] else ""
-        return f"{row['ShardId']} {state} {share:.1%} of the hash range{merged}"
+        keys = f"hash keys {row['StartingHashKey']}..{row['EndingHashKey']}"
+        return f"{row['ShardId']} {state} {keys} ({share:.1%}){merged}"
 
     # Iterative (a stream resharded thousands of times has that many generations); each shard is
     # placed once, so a malformed listing with a cycle cannot loop.
@@ -100,7 +101,7 @@ def shards(
     region: str = REGION,
     as_json: bool = JSON,
 ) -> None:
-    """The stream's shards as a lineage tree (open/closed, share of the hash range)."""
+    """The stream's shards as a lineage tree (open/closed, hash key ranges)."""
     from ..aws.admin import list_shards
     from ..errors import StreamAccessError
 
