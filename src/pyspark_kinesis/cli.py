@@ -250,6 +250,24 @@ def bench_api(
         report.write_section(write, "bench-api", text)
 
 
+@app.command("bench-offsets")
+def bench_offsets(
+    shards: str = typer.Option("100,1000,5000", help="Comma-separated shard counts."),
+    batches: int = typer.Option(10, min=2, max=200, help="Batches planned per shard count."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """Offset bytes per shard (format 2 against 3) and the driver's planning time per batch."""
+    from .tools.benchmarks import offsets, report
+
+    counts = [int(s) for s in shards.split(",") if s.strip()]
+    rows = [row for count in counts for row in offsets.sizes(count)]
+    plan = {count: offsets.planning_times(count, batches) for count in counts}
+    text = offsets.markdown(rows, plan, batches)
+    console.print(text)
+    if write:
+        report.write_section(write, "bench-offsets", text)
+
+
 @app.command()
 def options() -> None:
     """Print the source's options with their defaults."""

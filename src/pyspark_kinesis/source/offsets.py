@@ -16,19 +16,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Position, ShardRef
+from .offset_codec import NO_TASK, decode_state, encode_state, pack_shard_id, unpack_shard_id
 
-FORMAT_VERSION = 2
-NO_TASK = -1  # a shard that this batch does not read (idle, waiting for parents, or finished)
+FORMAT_VERSION = 2  # batch-end records
+OFFSET_VERSION = 3  # offsets: one compact string per shard (offset_codec); version 2 still loads
 
 
 def _split(text: str) -> tuple[str, ...]:
     return tuple(p for p in text.split(",") if p)
 
 
-def _check_version(data: dict[str, Any], what: str) -> None:
+def _check_version(data: dict[str, Any], what: str, accepted: tuple[int, ...] = (FORMAT_VERSION,)) -> int:
     version = int(data.get("v", 0))
-    if version != FORMAT_VERSION:
-        raise ValueError(f"{what} format version {version} is not supported (expected {FORMAT_VERSION})")
+    if version not in accepted:
+        raise ValueError(f"{what} format version {version} is not supported (expected one of {accepted})")
+    return version
 
 
 def _nest(flat: dict[ShardRef, Any]) -> dict[str, dict[str, Any]]:
@@ -68,8 +70,25 @@ class ShardState:
             "closed": self.closed,
         }
 
+    def to_compact(self) -> str:
+        return encode_state(
+            self.position,
+            self.parents,
+            self.task,
+            self.max_records,
+            self.max_bytes,
+            self.idle,
+            self.polled_ms,
+            self.closed,
+        )
+
+    @staticmethod
+    def from_compact(text: str) -> ShardState:
+        return ShardState(*decode_state(text))
+
     @staticmethod
     def from_json(data: dict[str, Any]) -> ShardState:
+        """Format 2's entry (a dict per shard), for checkpoints written before format 3."""
         return ShardState(
             position=Position.from_json(data["pos"]),
             parents=_split(data.get("par", "")),
@@ -109,11 +128,11 @@ class SourceOffset:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "v": FORMAT_VERSION,
+            "v": OFFSET_VERSION,
             "token": self.token,
             "batch": self.batch,
             "streams": {
-                stream: {sid: shards[sid].to_json() for sid in sorted(shards)}
+                stream: {pack_shard_id(sid): shards[sid].to_compact() for sid in sorted(shards)}
                 for stream, shards in sorted(self.streams.items())
             },
         }
@@ -125,14 +144,20 @@ class SourceOffset:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> SourceOffset:
-        _check_version(data, "offset")
+        if _check_version(data, "offset", (2, OFFSET_VERSION)) == 2:
+            streams = {
+                stream: {sid: ShardState.from_json(s) for sid, s in shards.items()}
+                for stream, shards in data["streams"].items()
+            }
+        else:
+            streams = {
+                stream: {unpack_shard_id(sid): ShardState.from_compact(s) for sid, s in shards.items()}
+                for stream, shards in data["streams"].items()
+            }
         return SourceOffset(
             token=str(data["token"]),
             batch=int(data["batch"]),
-            streams={
-                stream: {sid: ShardState.from_json(s) for sid, s in shards.items()}
-                for stream, shards in data["streams"].items()
-            },
+            streams=streams,
             cutoff_ms=data.get("cut"),
             created={str(k): int(v) for k, v in data.get("created", {}).items()},
         )

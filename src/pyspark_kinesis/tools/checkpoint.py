@@ -17,7 +17,7 @@ import orjson
 
 from ..model import Position, ShardRef
 from ..source.batch_log import BatchEndLog
-from ..source.offsets import FORMAT_VERSION, SourceOffset, TaskEnd
+from ..source.offsets import OFFSET_VERSION, SourceOffset, TaskEnd
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Checkpoint:
             if line.strip() in ("", "-"):
                 continue
             entry = orjson.loads(line)
-            if isinstance(entry, dict) and entry.get("v") == FORMAT_VERSION and "streams" in entry:
+            if isinstance(entry, dict) and entry.get("v") in (2, OFFSET_VERSION) and "streams" in entry:
                 return entry
         raise ValueError(
             f"offsets/{batch} under '{self.location}' has no pyspark-kinesis source entry: is this the "
