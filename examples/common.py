@@ -31,3 +31,11 @@ def session(name: str) -> SparkSession:
     spark = SparkSession.builder.appName(name).getOrCreate()
     pyspark_kinesis.register(spark)
     return spark
+
+
+def start(writer: Any, args: argparse.Namespace, interval: str) -> Any:
+    """Start the query: with `--available-now`, once through what the stream holds, then stop;
+    otherwise a micro-batch every `interval` until stopped."""
+    if getattr(args, "available_now", False):
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(processingTime=interval).start()

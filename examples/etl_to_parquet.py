@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 try:
-    from examples.common import kinesis, parser, session
+    from examples.common import kinesis, parser, session, start
 except ImportError:  # run as a script: python examples/etl_to_parquet.py
-    from common import kinesis, parser, session
+    from common import kinesis, parser, session, start
 
 ORDER = "order_id STRING, customer STRING, amount DOUBLE"
 
@@ -61,12 +61,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> StreamingQuery:
         .option("checkpointLocation", args.checkpoint)
         .partitionBy("day")
     )
-    writer = (
-        writer.trigger(availableNow=True)
-        if args.available_now
-        else writer.trigger(processingTime="10 seconds")
-    )
-    return writer.start()
+    return start(writer, args, "10 seconds")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 try:
-    from examples.common import kinesis, parser, session
+    from examples.common import kinesis, parser, session, start
 except ImportError:
-    from common import kinesis, parser, session
+    from common import kinesis, parser, session, start
 
 ORDER = "order_id STRING, customer STRING, amount DOUBLE"
 
@@ -63,12 +63,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> StreamingQuery:
         .option("streamName", args.target)
         .option("checkpointLocation", args.checkpoint)
     )
-    writer = (
-        writer.trigger(availableNow=True)
-        if args.available_now
-        else writer.trigger(processingTime="5 seconds")
-    )
-    return writer.start()
+    return start(writer, args, "5 seconds")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 try:
-    from examples.common import kinesis, parser, session
+    from examples.common import kinesis, parser, session, start
 except ImportError:
-    from common import kinesis, parser, session
+    from common import kinesis, parser, session, start
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,12 +62,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> StreamingQuery:
         .option("checkpointLocation", args.checkpoint)
         .partitionBy("streamName")
     )
-    writer = (
-        writer.trigger(availableNow=True)
-        if args.available_now
-        else writer.trigger(processingTime="10 seconds")
-    )
-    return writer.start()
+    return start(writer, args, "10 seconds")
 
 
 if __name__ == "__main__":

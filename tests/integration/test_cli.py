@@ -108,6 +108,10 @@ def test_errors_are_one_clear_line(kinesis_local):
         ok=False,
     )
     assert bad.exit_code == 1 and "--at must be a decimal hash key" in bad.output
+    no_file = cli(
+        "produce", "s", "--file", "/nonexistent/lines.txt", "--endpoint-url", kinesis_local.endpoint, ok=False
+    )
+    assert no_file.exit_code == 1 and "no such file" in no_file.output
     nothing = cli("lag", "--checkpoint", "/nonexistent/chk", "--metadata-path", "/nonexistent/meta", ok=False)
     assert nothing.exit_code == 1 and "has no committed batch" in nothing.output
 

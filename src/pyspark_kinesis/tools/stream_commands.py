@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -47,6 +48,17 @@ def fail(message: str) -> typer.Exit:
     """A clear one-line error on stderr and exit code 1, instead of a traceback."""
     Console(stderr=True).print(f"[red]error:[/] {message}")
     return typer.Exit(1)
+
+
+@contextmanager
+def clear_errors() -> Iterator[None]:
+    """A Kinesis failure ends the command with its one-line message (see `fail`)."""
+    from ..errors import StreamAccessError
+
+    try:
+        yield
+    except StreamAccessError as exc:
+        raise fail(str(exc)) from None
 
 
 def shard_rows(shards: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -103,12 +115,9 @@ def shards(
 ) -> None:
     """The stream's shards as a lineage tree (open/closed, hash key ranges)."""
     from ..aws.admin import list_shards
-    from ..errors import StreamAccessError
 
-    try:
+    with clear_errors():
         rows = shard_rows(list_shards(client(region, endpoint_url), stream))
-    except StreamAccessError as exc:
-        raise fail(str(exc)) from None
     if as_json:
         emit_json(rows)
     else:
@@ -124,12 +133,9 @@ def create(
 ) -> None:
     """Create a provisioned stream and wait until it is ACTIVE."""
     from ..aws.admin import create_stream
-    from ..errors import StreamAccessError
 
-    try:
+    with clear_errors():
         arn = create_stream(client(region, endpoint_url), stream, shard_count)
-    except StreamAccessError as exc:
-        raise fail(str(exc)) from None
     if as_json:
         emit_json({"stream": stream, "arn": arn, "shards": shard_count})
     else:
@@ -163,6 +169,8 @@ def produce(
     from ..aws.admin import MAX_PUT_ENTRIES, put_all, sample_records
     from ..errors import StreamAccessError
 
+    if file and not os.path.isfile(file):
+        raise fail(f"--file {file}: no such file")
     kinesis = client(region, endpoint_url)
     records = _file_records(file, count) if file else sample_records(count, size, start)
     chunk = max(1, min(MAX_PUT_ENTRIES, rate)) if rate else MAX_PUT_ENTRIES
@@ -212,15 +220,12 @@ def split(
 ) -> None:
     """Split one shard in two and wait until the stream is ACTIVE again."""
     from ..aws.admin import split_shard
-    from ..errors import StreamAccessError
 
     if at is not None and not (at.isascii() and at.isdigit()):
         raise fail(f"--at must be a decimal hash key, not '{at}'")
-    try:
+    with clear_errors():
         split_shard(client(region, endpoint_url), stream, shard_id, int(at) if at else None)
         _after_reshard(stream, region, endpoint_url, as_json, f"split {shard_id}")
-    except StreamAccessError as exc:
-        raise fail(str(exc)) from None
 
 
 @reshard_app.command("merge")
@@ -234,13 +239,10 @@ def merge(
 ) -> None:
     """Merge two adjacent shards and wait until the stream is ACTIVE again."""
     from ..aws.admin import merge_shards
-    from ..errors import StreamAccessError
 
-    try:
+    with clear_errors():
         merge_shards(client(region, endpoint_url), stream, shard_id, adjacent)
         _after_reshard(stream, region, endpoint_url, as_json, f"merged {shard_id} and {adjacent}")
-    except StreamAccessError as exc:
-        raise fail(str(exc)) from None
 
 
 @reshard_app.command("scale")
@@ -253,10 +255,7 @@ def scale(
 ) -> None:
     """UpdateShardCount (uniform scaling) and wait until the stream is ACTIVE again."""
     from ..aws.admin import scale as update_shard_count
-    from ..errors import StreamAccessError
 
-    try:
+    with clear_errors():
         update_shard_count(client(region, endpoint_url), stream, target)
         _after_reshard(stream, region, endpoint_url, as_json, f"scaled to {target} shards")
-    except StreamAccessError as exc:
-        raise fail(str(exc)) from None
