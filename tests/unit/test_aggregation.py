@@ -1,0 +1,69 @@
+"""KPL aggregates written by the sink's encoder, read back by aws-kinesis-agg (the reference, a
+protobuf parser) and by the source's own de-aggregation; the size accounting is exact."""
+
+from __future__ import annotations
+
+import base64
+import doctest
+import hashlib
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pyspark_kinesis.sink import aggregation
+from pyspark_kinesis.sink.aggregation import Aggregate
+from pyspark_kinesis.source.deaggregation import deaggregate
+
+keys = st.text(min_size=1, max_size=20)
+hash_keys = st.one_of(st.none(), st.integers(min_value=0, max_value=2**128 - 1).map(str))
+records = st.lists(st.tuples(keys, hash_keys, st.binary(max_size=300)), min_size=1, max_size=40)
+
+
+def reference(data: bytes) -> list[tuple[str, bytes]]:
+    """aws-kinesis-agg's reading of one Kinesis record (its boto3-format path; it hands payloads back
+    in base64, as Lambda events carry them)."""
+    from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+
+    record = {"SequenceNumber": "1", "PartitionKey": "p", "ApproximateArrivalTimestamp": 0, "Data": data}
+    users = iter_deaggregate_records([record], data_format="Boto3")
+    return [(u["kinesis"]["partitionKey"], base64.b64decode(u["kinesis"]["data"])) for u in users]
+
+
+@given(records)
+def test_what_is_written_reads_back_the_same_everywhere(rows):
+    agg = Aggregate(limit=10**7)
+    for key, hash_key, data in rows:
+        assert agg.add(key, hash_key, data)
+    encoded = agg.encode()
+    assert deaggregate(encoded) == rows
+    assert reference(encoded) == [(k, d) for k, _h, d in rows]
+    assert len(encoded) + len(agg.partition_key.encode()) == agg.size
+    assert agg.partition_key == rows[0][0]
+
+
+@given(records, st.integers(min_value=60, max_value=3000))
+def test_the_limit_is_never_passed_and_only_a_lone_record_may_pass_it(rows, limit):
+    batches: list[Aggregate] = [Aggregate(limit)]
+    for key, hash_key, data in rows:
+        if not batches[-1].add(key, hash_key, data):
+            batches.append(Aggregate(limit))
+            assert batches[-1].add(key, hash_key, data)
+    read = []
+    for agg in batches:
+        encoded = agg.encode()
+        assert agg.size == len(encoded) + len(agg.partition_key.encode())
+        assert agg.size <= limit or agg.count == 1
+        read += deaggregate(encoded)
+    assert read == rows
+
+
+def test_the_digest_covers_the_protobuf():
+    agg = Aggregate(limit=1000)
+    agg.add("k", None, b"payload")
+    encoded = agg.encode()
+    assert encoded[-16:] == hashlib.md5(encoded[4:-16]).digest()
+    assert encoded[:4] == aggregation.MAGIC
+
+
+def test_doctests():
+    assert doctest.testmod(aggregation).failed == 0
