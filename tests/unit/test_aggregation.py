@@ -67,3 +67,65 @@ def test_the_digest_covers_the_protobuf():
 
 def test_doctests():
     assert doctest.testmod(aggregation).failed == 0
+
+
+class Collected:
+    def __init__(self) -> None:
+        self.entries: list = []
+        self.flushes = 0
+
+    def add(self, entry) -> None:
+        self.entries.append(entry)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+def four_shards():
+    from pyspark_kinesis.model import ShardInfo
+    from pyspark_kinesis.sink.aggregating import ShardRouter
+
+    quarter = 2**126
+    shards = [ShardInfo(f"s{n}", None, None, n * quarter, (n + 1) * quarter - 1, False) for n in range(4)]
+    closed = ShardInfo("old", None, None, 0, 2**128 - 1, True)
+    return ShardRouter([closed, *shards])
+
+
+def test_rows_are_packed_per_shard_and_each_aggregate_lands_where_its_rows_belong():
+    from pyspark_kinesis.sink.aggregating import Aggregator, hash_of
+    from pyspark_kinesis.sink.producing import Entry
+
+    router = four_shards()
+    out = Collected()
+    agg = Aggregator(out, 1000, lambda stream: router)
+    rows = [Entry("s", f"payload-{n}".encode() * 3, f"key-{n % 37}", None, n) for n in range(400)]
+    for row in rows:
+        agg.add(row)
+    agg.flush()
+    assert out.flushes == 1 and agg.user_records == 400
+    back = []
+    for entry in out.entries:
+        users = deaggregate(entry.data) or [(entry.key, entry.hash_key, entry.data)]
+        shard = router.shard_for(int(entry.hash_key) if entry.hash_key else hash_of(entry.key, None))
+        assert {router.shard_for(hash_of(k, h)) for k, h, _d in users} == {shard}  # one shard per aggregate
+        assert entry.size <= 1000
+        back += [(k, d) for k, _h, d in users]
+    assert sorted(back) == sorted((r.key, r.data) for r in rows)
+    assert len(out.entries) < 400 // 10  # packed, not one call entry per row
+    # Per key, order is kept: rows of a key go to one shard, and each shard's aggregates are emitted in order.
+    per_key: dict[str, list[bytes]] = {}
+    for k, d in back:
+        per_key.setdefault(k, []).append(d)
+    for key, payloads in per_key.items():
+        assert payloads == [r.data for r in rows if r.key == key]
+
+
+def test_a_lone_row_goes_as_it_is_and_explicit_hash_keys_route():
+    from pyspark_kinesis.sink.aggregating import Aggregator
+    from pyspark_kinesis.sink.producing import Entry
+
+    out = Collected()
+    agg = Aggregator(out, 1000, lambda stream: four_shards())
+    agg.add(Entry("s", b"only", "k", str(3 * 2**126 + 5), 0))
+    agg.flush()
+    assert out.entries[0].data == b"only" and out.entries[0].hash_key == str(3 * 2**126 + 5)
