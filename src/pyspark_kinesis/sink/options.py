@@ -23,6 +23,10 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "maxBytesPerRequest": ("5242880", "Bytes per PutRecords call, keys included (service maximum 5 MiB)."),
     "preserveOrder": ("false", "Keep row order per partition key, even across retries."),
     "onInvalidRecord": ("fail", "fail | skip: what to do with a record Kinesis would refuse."),
+    "aggregate": (
+        "false",
+        "Pack rows into KPL aggregated records per shard (fewer records and calls; readers must de-aggregate).",
+    ),
 }
 
 
@@ -36,6 +40,7 @@ class SinkConfig:
     max_bytes_per_request: int = 5 * 1024 * 1024
     preserve_order: bool = False
     skip_invalid: bool = False
+    aggregate: bool = False
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
@@ -67,4 +72,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         max_bytes_per_request=size,
         preserve_order=bool_option(opts, "preserveOrder", False),
         skip_invalid=on_invalid == "skip",
+        aggregate=bool_option(opts, "aggregate", False),
     )

@@ -21,8 +21,9 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from ..aws.kinesis import KinesisProxy, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
+from .aggregating import Aggregator, ShardRouter
 from .options import SinkConfig
-from .producing import Entry, Producer, invalid_reason
+from .producing import MAX_RECORD_BYTES, Entry, Producer, invalid_reason
 
 log = logging.getLogger(__name__)
 _COLUMNS = {"data", "partitionKey", "explicitHashKey", "streamName"}
@@ -76,6 +77,9 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
     except ImportError:  # pragma: no cover
         partition = 0
     producer = Producer(config)
+    sink: Producer | Aggregator = producer
+    if config.aggregate:
+        sink = Aggregator(producer, MAX_RECORD_BYTES, lambda stream: _router(config, stream))
     skipped: Counter[str] = Counter()
     row = 0
     try:
@@ -109,9 +113,9 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                         )
                     skipped[reason.split(" (")[0]] += 1
                 else:
-                    producer.add(Entry(stream, payload, key, hash_key, row))
+                    sink.add(Entry(stream, payload, key, hash_key, row))
                 row += 1
-        producer.flush()
+        sink.flush()
     finally:
         producer.close()
     if skipped:
@@ -123,6 +127,13 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
         )
     stats = producer.stats
     return KinesisCommitMessage(stats.records, stats.bytes, stats.calls, stats.retried, dict(skipped))
+
+
+def _router(config: SinkConfig, stream: str) -> ShardRouter:
+    """The stream's open shards and their hash ranges, listed once per task and stream."""
+    return ShardRouter(
+        KinesisProxy(sink_target(config.aws, stream), agent="sink").list_shards(open_only=True)
+    )
 
 
 def _summary(messages: list[Any]) -> str:
