@@ -272,13 +272,13 @@ def test_a_non_ascii_digit_explicit_hash_key_is_a_bad_row(spark, kinesalite):
 def test_aggregated_writes_read_back_exactly_once_across_restarts_with_limits_inside_aggregates(
     spark, kinesis_local, tmp_path
 ):
-    """aggregate=true packs 1,500 rows into far fewer Kinesis records; the source reads them back with
+    """aggregate=true (with preserveOrder) packs 1,500 rows into far fewer Kinesis records; the source reads them back with
     batches of 7 rows (every batch ends inside an aggregate) over three query runs, exactly once and
     in per-key order, with each row's own partition key."""
     kin = client(kinesis_local.endpoint)
     stream = new_stream(kin, shards=3)
     expected = [f"r-{i}" for i in range(1500)]
-    write(rows(spark, 1500, keys=40), kinesis_local.endpoint, stream, aggregate="true")
+    write(rows(spark, 1500, keys=40), kinesis_local.endpoint, stream, aggregate="true", preserveOrder="true")
     raw = read_back(kinesis_local.endpoint, stream)
     assert len(raw) < 1500 // 20, f"{len(raw)} Kinesis records for 1,500 rows: not aggregated"
 

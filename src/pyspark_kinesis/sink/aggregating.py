@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from ..model import ShardInfo
@@ -80,11 +81,12 @@ class Aggregator:
     def _emit(self, slot: tuple[str, str]) -> None:
         agg, first = self._open.pop(slot)
         self.aggregates += 1
+        order = f"\0shard {slot[1]}"  # preserveOrder: a shard's records, aggregated or not, stay in order
         if agg.count == 1:  # nothing to gain: the row goes as it is, readable by any consumer
-            self.producer.add(first)
+            self.producer.add(replace(first, order=order))
             return
         hash_key = str(hash_of(first.key, first.hash_key))
-        self.producer.add(Entry(first.stream, agg.encode(), agg.partition_key, hash_key, first.row))
+        self.producer.add(Entry(first.stream, agg.encode(), agg.partition_key, hash_key, first.row, order))
 
     def flush(self) -> None:
         for slot in list(self._open):

@@ -38,6 +38,13 @@ class Entry:
     key: str
     hash_key: str | None
     row: int  # position in the task's input, for error messages
+    # What preserveOrder keeps in order: the partition key, or for aggregated records (many keys in
+    # one) the shard they go to, so no aggregate overtakes an earlier one of its shard.
+    order: str | None = None
+
+    @property
+    def order_key(self) -> str:
+        return self.key if self.order is None else self.order
 
     @property
     def size(self) -> int:
@@ -98,12 +105,12 @@ class Lane:
         for index, entry in enumerate(self.pending):
             if entry.stream != stream:
                 if self.config.preserve_order:
-                    seen_keys.add(entry.key)  # nothing later of this key may pass it
+                    seen_keys.add(entry.order_key)  # nothing later of this key may pass it
                 continue
             if self.config.preserve_order:
-                if entry.key in seen_keys:
+                if entry.order_key in seen_keys:
                     continue
-                seen_keys.add(entry.key)
+                seen_keys.add(entry.order_key)
             if chosen and (
                 len(chosen) >= self.config.max_records_per_request
                 or size + entry.size > self.config.max_bytes_per_request
@@ -167,7 +174,7 @@ class Producer:
 
     def add(self, entry: Entry) -> None:
         if self.config.preserve_order:
-            lane = zlib.crc32(f"{entry.stream}\0{entry.key}".encode()) % len(self.lanes)
+            lane = zlib.crc32(f"{entry.stream}\0{entry.order_key}".encode()) % len(self.lanes)
         else:
             # Round-robin in runs of a call's size, so each lane's calls fill up.
             lane = (self._buffered // self.config.max_records_per_request) % len(self.lanes)
