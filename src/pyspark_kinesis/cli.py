@@ -126,7 +126,7 @@ def bench_sink(
     )
     for column in ("way", "records/s", "MB/s", "vs loop"):
         table.add_column(column)
-    for way in ("loop", "producer", "spark"):
+    for way in sink.WAYS:
         spread = ways[way]
         table.add_row(
             way,
