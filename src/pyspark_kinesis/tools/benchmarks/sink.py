@@ -38,9 +38,9 @@ def run(records: int, size: int, concurrency: int, shards: int, repeat: int) -> 
     environment()
     from botocore.config import Config
 
-    from pyspark_kinesis.sink.options import parse_sink_options
     from pyspark_kinesis.aws.kinesis import KinesisProxy, sink_target
     from pyspark_kinesis.sink.aggregating import Aggregator, ShardRouter
+    from pyspark_kinesis.sink.options import parse_sink_options
     from pyspark_kinesis.sink.producing import MAX_RECORD_BYTES, Entry, Producer
     from pyspark_kinesis.tools.local import LocalKinesis
 
