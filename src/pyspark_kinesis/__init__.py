@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     CheckpointMismatchError,
+    CorruptRecordError,
     DataLossError,
     KinesisConnectorError,
     OptionError,
@@ -31,6 +32,7 @@ __all__ = [
     "register",
     # errors
     "CheckpointMismatchError",
+    "CorruptRecordError",
     "DataLossError",
     "KinesisConnectorError",
     "OptionError",

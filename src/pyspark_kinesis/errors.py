@@ -15,6 +15,7 @@ __all__ = [
     "StreamNotFoundError",
     "StreamRecreatedError",
     # while a query runs
+    "CorruptRecordError",
     "DataLossError",
     "SinkWriteError",
 ]
@@ -50,6 +51,10 @@ class CheckpointMismatchError(KinesisConnectorError):
 
 class DataLossError(KinesisConnectorError):
     """Records a committed batch covered are no longer in the stream (past retention)."""
+
+
+class CorruptRecordError(KinesisConnectorError):
+    """A record that starts like a KPL aggregate does not parse, and onCorruptAggregate=fail."""
 
 
 class SinkWriteError(KinesisConnectorError):

@@ -3,12 +3,15 @@ record path takes (it is an optimisation, not a second semantics)."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 from types import SimpleNamespace
 
+import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from pyspark_kinesis.aws.get_records import Records, decode
+from pyspark_kinesis.errors import CorruptRecordError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.cutting import BatchCut, ShardLimits
 
@@ -94,3 +97,42 @@ def test_decode_reads_a_get_records_body_and_refuses_a_truncated_one():
     assert out["NextShardIterator"] == "it" and out["MillisBehindLatest"] == 0
     assert decode(body[: len(body) // 2]) == {}  # a cut-off body is no answer (asked again)
     assert "NextShardIterator" not in decode(b'{"Records":[],"NextShardIterator":null}')  # closed shard
+
+
+def corrupt_aggregates() -> dict[str, bytes]:
+    aggregator = RecordAggregator()
+    for i in range(3):
+        aggregator.add_user_record(f"u{i}", f"user-{i}".encode())
+    _pk, _ehk, blob = aggregator.clear_and_get().get_contents()
+    return {
+        "bad checksum": blob[:-1] + bytes([blob[-1] ^ 1]),
+        "truncated": blob[: len(blob) // 2],
+        "bad protobuf": blob[:4] + b"\xff" * 20 + hashlib.md5(b"\xff" * 20).digest(),
+    }
+
+
+def test_corrupt_aggregates_pass_through_as_one_record_with_a_warning_or_fail_the_batch(caplog):
+    for what, data in corrupt_aggregates().items():
+        response = Records.from_lists(seqs=["1001"], keys=["k"], data=[data], arrivals=[1_700_000_000.0])
+        read = BatchCut(
+            PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), ShardLimits(-1, -1), None
+        )
+        caplog.clear()
+        read.take(response, Position.trim_horizon())
+        assert read.cols.payloads().to_pylist() == [data], what  # never dropped
+        assert "corrupt KPL aggregate" in caplog.text and "1001" in caplog.text, what
+        strict = ShardLimits(-1, -1, fail_on_corrupt_aggregate=True)
+        read = BatchCut(PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), strict, None)
+        with pytest.raises(CorruptRecordError, match="onCorruptAggregate=passThrough"):
+            read.take(response, Position.trim_horizon())
+
+
+def test_a_valid_aggregate_is_not_reported():
+    aggregator = RecordAggregator()
+    aggregator.add_user_record("u", b"fine")
+    _pk, _ehk, blob = aggregator.clear_and_get().get_contents()
+    response = Records.from_lists(seqs=["5"], keys=["k"], data=[blob], arrivals=[1_700_000_000.0])
+    strict = ShardLimits(-1, -1, fail_on_corrupt_aggregate=True)
+    read = BatchCut(PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), strict, None)
+    read.take(response, Position.trim_horizon())
+    assert read.cols.payloads().to_pylist() == [b"fine"]

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
 from ..aws.get_records import Records
+from ..errors import CorruptRecordError
 from ..model import AFTER, END, INSIDE, Position, seq_key
 from .columns import Columns
 from .deaggregation import MAGIC, deaggregate
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -28,6 +32,7 @@ class ShardLimits:
     deadline: float = float("inf")  # time.monotonic() after which no new call starts
     bytes_per_second: int = 2_000_000  # the shard's read quota; 0: no byte pacing
     closed: bool = False  # ListShards says the shard is closed (see CLOSED_EMPTY_READS)
+    fail_on_corrupt_aggregate: bool = False  # onCorruptAggregate=fail
 
 
 def _before_or_at(seq: str, sub: int, until: Position) -> bool:
@@ -144,6 +149,21 @@ class BatchCut:
         self.n_bytes += took_bytes
         self.last = (records.seqs[take - 1].as_py(), 0, 1)
 
+    def _corrupt_aggregate(self, seq: str) -> None:
+        """A record with the KPL magic that does not parse (bad checksum, truncated, bad protobuf): by
+        default passed through as one plain record, with a warning; with onCorruptAggregate=fail the
+        batch fails. Never dropped."""
+        where = f"Kinesis stream '{self.cols.stream}', shard {self.cols.shard}, sequence number {seq}"
+        if self.limits.fail_on_corrupt_aggregate:
+            raise CorruptRecordError(
+                f"{where}: the record starts like a KPL aggregate but is corrupt (bad checksum, truncated or "
+                "malformed). Set onCorruptAggregate=passThrough to read such records as plain records."
+            )
+        log.warning(
+            "%s: corrupt KPL aggregate (bad checksum, truncated or malformed): passed through as one record",
+            where,
+        )
+
     def _take_each(self, records: Records, skip_from: Position) -> None:
         until, limits, cols = self.until, self.limits, self.cols
         bound = None if until is not None or limits.cutoff_ms is None else limits.cutoff_ms / 1000.0
@@ -155,6 +175,8 @@ class BatchCut:
                 return
             users = deaggregate(data[index])
             if users is None:
+                if data[index].startswith(MAGIC):
+                    self._corrupt_aggregate(seq)
                 users = [(keys[index], None, data[index])]
             total = len(users)
             for sub, (key, _hash_key, payload) in enumerate(users):

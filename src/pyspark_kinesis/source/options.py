@@ -63,6 +63,10 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
         "true",
         "Fail when records the query should read are gone (past retention, stream re-created); false: warn, go on.",
     ),
+    "onCorruptAggregate": (
+        "passThrough",
+        "passThrough | fail: a record with the KPL magic that does not parse is read as one plain record (with a warning) or fails the batch.",
+    ),
     **AWS_OPTIONS,
 }
 
@@ -89,6 +93,7 @@ class SourceConfig:
     shard_assigner: str = "balanced"
     target_tasks: int | None = None
     max_shards_per_task: int | None = None
+    fail_on_corrupt_aggregate: bool = False
 
     def stream(self, key: str) -> StreamSpec | None:
         """The stream with this identity (its ARN), if the options still name it."""
@@ -140,7 +145,17 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
         shard_assigner=_assigner(opts),
         target_tasks=int_option(opts, "targetTasks", None, 1),
         max_shards_per_task=int_option(opts, "maxShardsPerTask", None, 1),
+        fail_on_corrupt_aggregate=_on_corrupt(opts),
     )
+
+
+def _on_corrupt(opts: Mapping[str, str]) -> bool:
+    value = (opts.get("onCorruptAggregate") or "passThrough").strip().lower()
+    if value not in ("passthrough", "fail"):
+        raise OptionError(
+            "onCorruptAggregate", f"'{value}' is not passThrough or fail", "Use passThrough or fail."
+        )
+    return value == "fail"
 
 
 def _assigner(opts: Mapping[str, str]) -> str:

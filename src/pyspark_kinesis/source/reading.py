@@ -61,6 +61,7 @@ def _fetch_all(
             deadline=time.monotonic() + share_s,
             bytes_per_second=config.shard_read_bytes_per_second,
             closed=piece.closed,
+            fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
         )
         recorded = None if expect is None else expect[piece.ref]
         proxy = proxies[piece.stream]
@@ -130,6 +131,7 @@ def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.Rec
             deadline=time.monotonic() + config.max_fetch_time_ms / 1000.0,
             bytes_per_second=config.shard_read_bytes_per_second,
             closed=piece.closed,
+            fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
         )
         cols, end = fetch_shard(proxy, piece.shard_id, position, limits)
         if len(cols):
