@@ -191,3 +191,62 @@ def test_a_throttled_stream_does_not_hold_back_the_others(spark, kinesalite, tmp
         finally:
             query.stop()
     assert_exactly_once(sink.rows, expected_slow + expected_fast)
+
+
+def test_the_sink_writes_two_accounts_one_through_an_assumed_role(spark, kinesis_local, local_sts, tmp_path):
+    """The sink's `streams`: rows go by their streamName column (the ARN: both streams share a name) to
+    account HOME with the sink's own keys and to account OTHER through the role."""
+    endpoint = kinesis_local.endpoint
+    name, home, other = two_streams_of_one_name(endpoint)
+    home_arn = f"arn:aws:kinesis:us-east-1:{HOME}:stream/{name}"
+    other_arn = f"arn:aws:kinesis:eu-west-1:{OTHER}:stream/{name}"
+    streams = [
+        {"streamName": home_arn},
+        {
+            "streamName": other_arn,
+            "roleArn": ROLE,
+            "stsEndpointUrl": local_sts.endpoint,
+            "externalId": "ext-4711",
+        },
+    ]
+    df = spark.range(0, 200, numPartitions=2).selectExpr(
+        "concat('w-', id) AS data",
+        "concat('k', id % 7) AS partitionKey",
+        f"IF(id % 2 = 0, '{home_arn}', '{other_arn}') AS streamName",
+    )
+    calls_before = local_sts.assume_role_calls()
+    (
+        df.write.format("kinesis")
+        .option("region", "us-east-1")
+        .option("endpointUrl", endpoint)
+        .option("awsAccessKeyId", HOME)
+        .option("awsSecretKey", "local")
+        .option("streams", json.dumps(streams))
+        .mode("append")
+        .save()
+    )
+    assert local_sts.assume_role_calls() > calls_before, "the second account was not written through the role"
+    assert sorted(read_all(home, name)) == sorted(f"w-{i}" for i in range(0, 200, 2))
+    assert sorted(read_all(other, name)) == sorted(f"w-{i}" for i in range(1, 200, 2))
+
+    # A row naming a stream that is not an entry is refused, not written with the sink's own keys.
+    stray = spark.range(1).selectExpr("'x' AS data", "'k' AS partitionKey", f"'{name}-typo' AS streamName")
+    with pytest.raises(Exception, match="is not one of the streams option's entries"):
+        stray.write.format("kinesis").option("region", "us-east-1").option("endpointUrl", endpoint).option(
+            "awsAccessKeyId", HOME
+        ).option("awsSecretKey", "local").option("streams", json.dumps(streams)).mode("append").save()
+
+
+def read_all(kin, stream: str) -> list[str]:
+    out = []
+    for shard in kin.list_shards(StreamName=stream)["Shards"]:
+        iterator = kin.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        for _ in range(100):
+            response = kin.get_records(ShardIterator=iterator, Limit=10_000)
+            out += [r["Data"].decode() for r in response["Records"]]
+            iterator = response.get("NextShardIterator")
+            if not response["Records"] or iterator is None:
+                break
+    return out

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config.aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from ..config.option_values import bool_option, fold, int_option
-from ..config.stream_specs import check_arn_region, parse_arn
+from ..config.stream_specs import StreamSpec, check_arn_region, parse_arn, parse_streams
 from ..errors import OptionError
+from ..model import Position
 
 SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "streamName": (
         "(required unless a streamName column)",
         "Stream to write to, by name or ARN (an ARN's region is the one written to); a `streamName` "
         "column overrides it per row.",
+    ),
+    "streams": (
+        "(none)",
+        "JSON list of the streams rows may go to, each a name/ARN or an object overriding region, endpointUrl, "
+        "role options; rows pick theirs with the streamName column.",
     ),
     **AWS_OPTIONS,
     "maxRetryTimeMs": ("60000", "How long records rejected inside a call are retried before the task fails."),
@@ -41,6 +47,27 @@ class SinkConfig:
     preserve_order: bool = False
     skip_invalid: bool = False
     aggregate: bool = False
+    # From the `streams` option: the only streams rows may name, each with its own settings (region,
+    # endpoint, role). Empty: any stream, with the top-level settings.
+    targets: tuple[StreamSpec, ...] = field(default=(), repr=False)
+
+    def resolve(self, stream: str) -> str | None:
+        """How a row's stream is written: the stream itself without `streams`; else the matching
+        entry's ARN or name (None when no entry matches, or when a name matches several entries)."""
+        if not self.targets:
+            return stream
+        matches = [t for t in self.targets if stream in (t.name, t.arn)]
+        if len(matches) != 1:
+            return None
+        target = matches[0]
+        return target.arn if target.by_arn and target.arn else target.name
+
+    def settings_for(self, stream: str) -> AwsSettings:
+        """The settings a resolved stream is written with."""
+        for target in self.targets:
+            if stream in (target.arn, target.name):
+                return target.aws
+        return self.aws
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
@@ -58,8 +85,15 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         raise OptionError(
             "maxBytesPerRequest", f"{size} is above the service maximum 5 MiB", "Use at most 5242880."
         )
+    targets: tuple[StreamSpec, ...] = ()
+    if (opts.get("streams") or "").strip():
+        targets = parse_streams(opts, Position.latest())  # refuses streamName beside it, as the source
+        if any(t.starting_position != Position.latest() for t in targets):
+            raise OptionError("streams", "entries of the sink cannot set startingPosition", "Remove it.")
     stream = (opts.get("streamName") or "").strip() or None
-    parsed = parse_arn("streamName", stream) if stream else None
+    if targets and stream is None and len(targets) == 1:
+        stream = targets[0].arn or targets[0].name  # one stream: rows need no streamName column
+    parsed = parse_arn("streamName", stream) if stream and not targets else None
     if parsed is not None:
         check_arn_region("region", (opts.get("region") or "").strip(), parsed[0], stream)
         opts = {**opts, "region": parsed[0]}
@@ -73,4 +107,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         preserve_order=bool_option(opts, "preserveOrder", False),
         skip_invalid=on_invalid == "skip",
         aggregate=bool_option(opts, "aggregate", False),
+        targets=targets,
     )

@@ -127,7 +127,8 @@ class Lane:
             if not self.pending:
                 return
             stream, chosen = self._next_call()
-            results = put_records(self.config.aws, stream, [self.pending[i].request() for i in chosen])
+            settings = self.config.settings_for(stream)
+            results = put_records(settings, stream, [self.pending[i].request() for i in chosen])
             failed = {i for i, result in zip(chosen, results, strict=True) if "ErrorCode" in result}
             with self.lock:
                 self.stats.calls += 1

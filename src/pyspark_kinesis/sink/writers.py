@@ -63,7 +63,10 @@ def check_schema(schema: StructType, config: SinkConfig) -> None:
 
 
 def check_stream(config: SinkConfig) -> None:
-    if config.stream_name:
+    """At query start: every stream the options name exists and is reachable (roles assumed)."""
+    for target in config.targets:
+        KinesisProxy(target, agent="sink", max_attempts=2).check_stream()
+    if config.stream_name and not config.targets:
         KinesisProxy(sink_target(config.aws, config.stream_name), agent="sink", max_attempts=2).check_stream()
 
 
@@ -104,6 +107,14 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                 reason = "streamName is null and no streamName option is set" if stream is None else None
                 if stream is not None and stream.startswith("arn:") and arn_parts(stream) is None:
                     reason = f"streamName '{stream}' is not a Kinesis stream ARN"
+                elif stream is not None and config.targets:
+                    resolved = config.resolve(stream)
+                    if resolved is None:
+                        reason = (
+                            f"streamName '{stream}' is not one of the streams option's entries, or names several "
+                            "of them (give the ARN)"
+                        )
+                    stream = resolved or stream
                 reason = reason or invalid_reason(payload, key, hash_key)
                 if reason is not None:
                     if not config.skip_invalid:
@@ -131,9 +142,8 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
 
 def _router(config: SinkConfig, stream: str) -> ShardRouter:
     """The stream's open shards and their hash ranges, listed once per task and stream."""
-    return ShardRouter(
-        KinesisProxy(sink_target(config.aws, stream), agent="sink").list_shards(open_only=True)
-    )
+    target = sink_target(config.settings_for(stream), stream)
+    return ShardRouter(KinesisProxy(target, agent="sink").list_shards(open_only=True))
 
 
 def _summary(messages: list[Any]) -> str:
