@@ -49,11 +49,9 @@ class KinesisDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         config = parse_sink_options(self.options)
         check_schema(schema, config)
-        check_stream(config)
-        return KinesisBatchWriter(config)
+        return KinesisBatchWriter(check_stream(config))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         config = parse_sink_options(self.options)
         check_schema(schema, config)
-        check_stream(config)
-        return KinesisStreamWriter(config)
+        return KinesisStreamWriter(check_stream(config))

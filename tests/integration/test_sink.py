@@ -311,3 +311,32 @@ def test_aggregated_writes_read_back_exactly_once_across_restarts_with_limits_in
         slot = (row["partitionKey"], number // 500)
         assert number > last.get(slot, -1), f"{slot}: {number} arrived after {last[slot]}"
         last[slot] = number
+
+
+def test_records_up_to_the_streams_own_limit_round_trip(spark, kinesis_local, tmp_path):
+    """A stream raised to 10 MiB records takes a 9 MiB row from the sink and gives it back through the
+    source; a stream at the default 1 MiB refuses a 2 MiB row naming its limit."""
+    kin = client(kinesis_local.endpoint)
+    big, small = new_stream(kin, shards=1), new_stream(kin, shards=1)
+    arn = kin.describe_stream_summary(StreamName=big)["StreamDescriptionSummary"]["StreamARN"]
+    kin.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=10240)
+    wait_for(
+        lambda: (
+            kin.describe_stream_summary(StreamName=big)["StreamDescriptionSummary"].get("MaxRecordSizeInKiB")
+            == 10240
+        ),
+        30,
+        "the stream's new record size",
+    )
+    huge = "h" * (9 * 1024 * 1024)
+    df = spark.createDataFrame([(huge, "k1"), ("small-after", "k1")], "data string, partitionKey string")
+    write(df, kinesis_local.endpoint, big)
+    sink = Collector()
+    back = reader(spark, kinesis_local.endpoint, big, str(tmp_path / "m"), startingPosition="TRIM_HORIZON")
+    run_available_now(spark, back, str(tmp_path / "c"), sink)
+    assert [len(bytes(r["data"])) for r in sink.rows] == [len(huge), len("small-after")]
+    assert bytes(sink.rows[0]["data"]) == huge.encode()
+
+    two_mib = spark.createDataFrame([("x" * (2 * 1024 * 1024), "k")], "data string, partitionKey string")
+    with pytest.raises(Exception, match=r"the stream takes at most 1048576"):
+        write(two_mib, kinesis_local.endpoint, small)

@@ -90,13 +90,25 @@ class KinesisProxy:
         assumed); returns the stream's ARN, its identity in offsets."""
         return self.identity()[0]
 
+    def summary(self) -> dict[str, Any]:
+        """DescribeStreamSummary, or a clear error (`StreamNotFoundError` when it does not exist)."""
+        try:
+            return dict(
+                self.client.describe_stream_summary(**self.spec.api_args())["StreamDescriptionSummary"]
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise describe_failure(exc, self.spec) from None
+
+    def max_record_bytes(self) -> int:
+        """The largest record (payload and partition key) the stream takes: MaxRecordSizeInKiB, which
+        streams raise from 1 MiB up to 10 MiB; 1 MiB when the server (or an older botocore) does not say."""
+        kib = self.summary().get("MaxRecordSizeInKiB")
+        return int(kib) * 1024 if kib else 1024 * 1024
+
     def identity(self) -> tuple[str, int | None]:
         """The stream's ARN and creation time (epoch ms; None if the server does not say), or a clear
         error (`StreamNotFoundError` when it does not exist)."""
-        try:
-            summary = self.client.describe_stream_summary(**self.spec.api_args())["StreamDescriptionSummary"]
-        except (ClientError, BotoCoreError) as exc:
-            raise describe_failure(exc, self.spec) from None
+        summary = self.summary()
         arn = summary.get("StreamARN")
         if not arn:  # a server that does not report it: an identity that is unique in practice
             arn = f"arn:aws:kinesis:{self.settings.region}:unknown:stream/{self.name}"

@@ -26,7 +26,10 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "maxRetryTimeMs": ("60000", "How long records rejected inside a call are retried before the task fails."),
     "maxConcurrentRequests": ("8", "PutRecords calls in flight per task."),
     "maxRecordsPerRequest": ("500", "Records per PutRecords call (service maximum 500)."),
-    "maxBytesPerRequest": ("5242880", "Bytes per PutRecords call, keys included (service maximum 5 MiB)."),
+    "maxBytesPerRequest": (
+        "5242880",
+        "Bytes per PutRecords call, keys included (service maximum 10 MiB; a larger record goes alone).",
+    ),
     "preserveOrder": ("false", "Keep row order per partition key, even across retries."),
     "onInvalidRecord": ("fail", "fail | skip: what to do with a record Kinesis would refuse."),
     "aggregate": (
@@ -50,6 +53,8 @@ class SinkConfig:
     # From the `streams` option: the only streams rows may name, each with its own settings (region,
     # endpoint, role). Empty: any stream, with the top-level settings.
     targets: tuple[StreamSpec, ...] = field(default=(), repr=False)
+    # Each named stream's largest record (MaxRecordSizeInKiB), learned at query start.
+    record_limits: dict[str, int] = field(default_factory=dict)
 
     def resolve(self, stream: str) -> str | None:
         """How a row's stream is written: the stream itself without `streams`; else the matching
@@ -81,9 +86,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     if records > 500:
         raise OptionError("maxRecordsPerRequest", f"{records} is above the service maximum 500", "Use 1-500.")
     size = int_option(opts, "maxBytesPerRequest", 5 * 1024 * 1024, 1024 * 1024) or 5 * 1024 * 1024
-    if size > 5 * 1024 * 1024:
+    if size > 10 * 1024 * 1024:
         raise OptionError(
-            "maxBytesPerRequest", f"{size} is above the service maximum 5 MiB", "Use at most 5242880."
+            "maxBytesPerRequest", f"{size} is above the service maximum 10 MiB", "Use at most 10485760."
         )
     targets: tuple[StreamSpec, ...] = ()
     if (opts.get("streams") or "").strip():

@@ -63,8 +63,11 @@ def _hash_key_ok(text: str) -> bool:
     return 0 < len(text) <= 39 and text.isascii() and text.isdigit() and int(text) < 2**128
 
 
-def invalid_reason(data: bytes | None, key: str | None, hash_key: str | None) -> str | None:
-    """Why Kinesis would refuse this record, or None."""
+def invalid_reason(
+    data: bytes | None, key: str | None, hash_key: str | None, max_record_bytes: int = MAX_RECORD_BYTES
+) -> str | None:
+    """Why Kinesis would refuse this record, or None. `max_record_bytes`: the stream's own limit
+    (MaxRecordSizeInKiB: 1 MiB unless the stream was raised to up to 10 MiB)."""
     if data is None:
         return "data is null"
     if not key:
@@ -72,8 +75,11 @@ def invalid_reason(data: bytes | None, key: str | None, hash_key: str | None) ->
     if len(key) > MAX_KEY_CHARS:
         return f"partitionKey has {len(key)} characters (at most {MAX_KEY_CHARS})"
     size = len(data) + len(key.encode())
-    if size > MAX_RECORD_BYTES:
-        return f"record is {size} bytes with its partition key (at most {MAX_RECORD_BYTES})"
+    if size > max_record_bytes:
+        return (
+            f"record is {size} bytes with its partition key (the stream takes at most {max_record_bytes}; "
+            "UpdateMaxRecordSize raises a stream's limit up to 10 MiB)"
+        )
     if hash_key is not None and not _hash_key_ok(hash_key):
         return "explicitHashKey is not a decimal number below 2^128 (ASCII digits only)"
     return None

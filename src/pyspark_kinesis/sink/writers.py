@@ -11,7 +11,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -62,12 +62,31 @@ def check_schema(schema: StructType, config: SinkConfig) -> None:
         )
 
 
-def check_stream(config: SinkConfig) -> None:
-    """At query start: every stream the options name exists and is reachable (roles assumed)."""
-    for target in config.targets:
-        KinesisProxy(target, agent="sink", max_attempts=2).check_stream()
+def check_stream(config: SinkConfig) -> SinkConfig:
+    """At query start: every stream the options name exists and is reachable (roles assumed); returns
+    the config with each one's record size limit."""
+    named = [(t.arn if t.by_arn and t.arn else t.name, t) for t in config.targets]
     if config.stream_name and not config.targets:
-        KinesisProxy(sink_target(config.aws, config.stream_name), agent="sink", max_attempts=2).check_stream()
+        named = [(config.stream_name, sink_target(config.aws, config.stream_name))]
+    limits = {key: KinesisProxy(spec, agent="sink", max_attempts=2).max_record_bytes() for key, spec in named}
+    return replace(config, record_limits=limits)
+
+
+_LIMITS: dict[tuple[Any, str], int] = {}  # per executor process: streams named only by rows
+
+
+def record_limit(config: SinkConfig, stream: str) -> int:
+    """The stream's largest record: learned at query start for the streams the options name, else
+    asked once per executor process (DescribeStreamSummary has a low per-account rate)."""
+    known = config.record_limits.get(stream)
+    if known is not None:
+        return known
+    settings = config.settings_for(stream)
+    if (settings, stream) not in _LIMITS:
+        _LIMITS[(settings, stream)] = KinesisProxy(
+            sink_target(settings, stream), agent="sink"
+        ).max_record_bytes()
+    return _LIMITS[(settings, stream)]
 
 
 def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> KinesisCommitMessage:
@@ -115,7 +134,12 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                             "of them (give the ARN)"
                         )
                     stream = resolved or stream
-                reason = reason or invalid_reason(payload, key, hash_key)
+                if reason is None:
+                    # Over 1 MiB, the stream's own limit decides (asked only then: most rows are small).
+                    limit = MAX_RECORD_BYTES
+                    if stream and payload is not None and key and len(payload) + len(key.encode()) > limit:
+                        limit = record_limit(config, stream)
+                    reason = invalid_reason(payload, key, hash_key, limit)
                 if reason is not None:
                     if not config.skip_invalid:
                         raise SinkWriteError(
