@@ -112,3 +112,19 @@ def merge(kinesis, stream: str, left: dict, right: dict) -> None:
         StreamName=stream, ShardToMerge=left["ShardId"], AdjacentShardToMerge=right["ShardId"]
     )
     wait_active(kinesis, stream)
+
+
+def read_all(kinesis, stream: str) -> list[bytes]:
+    """Every record's data in the stream, shard by shard in sequence order, read with plain boto3."""
+    out: list[bytes] = []
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        iterator = kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        for _ in range(1000):  # bounded: a test stream holds a few thousand records
+            response = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+            out.extend(r["Data"] for r in response["Records"])
+            iterator = response.get("NextShardIterator")
+            if not response["Records"] or iterator is None:
+                break
+    return out

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from pyspark_kinesis import metrics
 from pyspark_kinesis.cli import app
-from tests.helpers import client, new_stream
+from tests.helpers import client, new_stream, read_all
 from tests.integration.streaming_util import Collector, reader, wait_for
 
 pytestmark = pytest.mark.kinesis
@@ -47,7 +47,7 @@ def test_create_produce_reshard_and_shards(kinesis_local):
     produced = as_json("produce", name, "--count", "1234", "--size", "64", *endpoint)
     assert produced["put"] == 1234
     kinesis = client(kinesis_local.endpoint)
-    assert count_records(kinesis, name) == 1234
+    assert len(read_all(kinesis, name)) == 1234
 
     first = rows[0]["ShardId"]
     split = as_json("reshard", "split", name, first, *endpoint)
@@ -190,25 +190,6 @@ def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, local_s3,
     assert sum(end["n"] for r in records for shards in r["streams"].values() for end in shards.values()) == 60
     table = cli("inspect", "--checkpoint", chk, "--metadata-path", meta, "--batch", "0").stdout
     assert "batch 0 (committed)" in table and table.count("TRIM_HORIZON") == 2
-
-
-def read_all(kinesis, name: str) -> list[bytes]:
-    out = []
-    for shard in kinesis.list_shards(StreamName=name)["Shards"]:
-        iterator = kinesis.get_shard_iterator(
-            StreamName=name, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        for _ in range(100):
-            response = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
-            out.extend(r["Data"] for r in response["Records"])
-            iterator = response.get("NextShardIterator")
-            if not response["Records"] or iterator is None:
-                break
-    return out
-
-
-def count_records(kinesis, name: str) -> int:
-    return len(read_all(kinesis, name))
 
 
 def test_local_start_serves_until_stopped_and_options_lists_the_options(tmp_path):

@@ -15,7 +15,7 @@ from botocore.credentials import RefreshableCredentials
 from pyspark_kinesis.aws.client import session_for
 from pyspark_kinesis.config.aws_settings import AwsSettings
 from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
-from tests.helpers import assert_exactly_once, assert_shard_order, client, new_stream, put
+from tests.helpers import assert_exactly_once, assert_shard_order, client, new_stream, put, read_all
 from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
 from tests.localsts import LocalSts
 
@@ -226,8 +226,8 @@ def test_the_sink_writes_two_accounts_one_through_an_assumed_role(spark, kinesis
         .save()
     )
     assert local_sts.assume_role_calls() > calls_before, "the second account was not written through the role"
-    assert sorted(read_all(home, name)) == sorted(f"w-{i}" for i in range(0, 200, 2))
-    assert sorted(read_all(other, name)) == sorted(f"w-{i}" for i in range(1, 200, 2))
+    assert sorted(read_all(home, name)) == sorted(f"w-{i}".encode() for i in range(0, 200, 2))
+    assert sorted(read_all(other, name)) == sorted(f"w-{i}".encode() for i in range(1, 200, 2))
 
     # A row naming a stream that is not an entry is refused, not written with the sink's own keys.
     stray = spark.range(1).selectExpr("'x' AS data", "'k' AS partitionKey", f"'{name}-typo' AS streamName")
@@ -235,18 +235,3 @@ def test_the_sink_writes_two_accounts_one_through_an_assumed_role(spark, kinesis
         stray.write.format("kinesis").option("region", "us-east-1").option("endpointUrl", endpoint).option(
             "awsAccessKeyId", HOME
         ).option("awsSecretKey", "local").option("streams", json.dumps(streams)).mode("append").save()
-
-
-def read_all(kin, stream: str) -> list[str]:
-    out = []
-    for shard in kin.list_shards(StreamName=stream)["Shards"]:
-        iterator = kin.get_shard_iterator(
-            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        for _ in range(100):
-            response = kin.get_records(ShardIterator=iterator, Limit=10_000)
-            out += [r["Data"].decode() for r in response["Records"]]
-            iterator = response.get("NextShardIterator")
-            if not response["Records"] or iterator is None:
-                break
-    return out
