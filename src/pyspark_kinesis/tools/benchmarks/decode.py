@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gc
 import os
 import time
 from collections.abc import Callable
@@ -21,9 +22,16 @@ def _timings(fns: list[Callable[[], Any]], repeat: int) -> list[Spread]:
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
         for index, fn in enumerate(fns):
-            start = time.perf_counter()
-            fn()
-            samples[index].append(time.perf_counter() - start)
+            # As timeit does: the garbage one function leaves (botocore's and msgspec's objects per
+            # record) is collected before the next one starts, not inside its timing.
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                fn()
+                samples[index].append(time.perf_counter() - start)
+            finally:
+                gc.enable()
     return [Spread(s) for s in samples]
 
 
@@ -117,7 +125,10 @@ def markdown_decode(rows: list[DecodeRow]) -> str:
         "",
         f"Measured {machine()}, with `pyspark-kinesis bench-decode`: one full GetRecords body (10,000 "
         f"records, or 10 MB) per record size, timed {DECODE_REPEAT} times, the four taking turns in every "
-        "round; each cell is the median MB of payload per second, with the lowest and highest of the rounds "
+        "round, the garbage of the previous call collected before each call and the collector paused "
+        "during it (as timeit does: otherwise botocore's and msgspec's per-record objects are collected in "
+        "the next function's time); each cell is the median MB of payload per second, with the lowest and "
+        "highest of the rounds "
         "in brackets. `botocore` is botocore's JSON parser (what a plain boto3 client does); `msgspec` is the "
         "project's decode by msgspec alone (the bodies the scan leaves to it); `decode` is "
         "`aws.get_records.decode` (the vectorised scan, into Arrow arrays); `path` adds what a task does "
