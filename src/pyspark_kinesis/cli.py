@@ -268,6 +268,50 @@ def bench_offsets(
         report.write_section(write, "bench-offsets", text)
 
 
+_EXTRA_OPTION = typer.Option(None, help="Extra source option KEY=VALUE for the connector (repeatable).")
+
+
+@app.command("bench-cpu")
+def bench_cpu(
+    server: str = typer.Option(
+        "memory", help="memory (the benchmark server, its own process) or kinesalite."
+    ),
+    sizes: str = typer.Option("100,1000,10000", help="Comma-separated record sizes in bytes."),
+    shards: str = typer.Option("1,4,16", help="Comma-separated shard counts."),
+    mb: float = typer.Option(
+        100.0, min=1, max=2000, help="MB of payload per stream (one per configuration)."
+    ),
+    rounds: int = typer.Option(3, min=1, max=20, help="Rounds of loop and warm query per configuration."),
+    option: list[str] | None = _EXTRA_OPTION,
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """CPU per MB of every Spark process (split by role) against a boto3 loop, and shards per core."""
+    import tempfile
+    from pathlib import Path
+
+    from .tools.benchmarks import cpu, report
+
+    if server not in ("memory", "kinesalite"):
+        raise typer.BadParameter("--server must be memory or kinesalite")
+    size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    counts = [int(s) for s in shards.split(",") if s.strip()]
+    if any("=" not in o for o in option or []):
+        raise typer.BadParameter("--option takes KEY=VALUE")
+    extra = dict(o.split("=", 1) for o in option or [])
+    with tempfile.TemporaryDirectory(prefix="bench-cpu-") as work:
+        rows, cold_s = cpu.run_cpu(server, size_list, counts, mb, rounds, Path(work), extra)
+    table = Table(title=f"CPU per MB on {server}: median (lowest-highest) over {rounds} rounds")
+    for column in cpu.HEADER:
+        table.add_column(column)
+    for cells in cpu.table_rows(rows):
+        table.add_row(*cells)
+    console.print(table)
+    for goal, value, met in cpu.goals(rows):
+        console.print(f"goal: {goal}: {value}, {'met' if met else 'NOT met'}")
+    if write:
+        report.write_section(write, cpu.section_name(server, extra), cpu.markdown_cpu(rows, cold_s, extra))
+
+
 @app.command()
 def options() -> None:
     """Print the source's options with their defaults."""

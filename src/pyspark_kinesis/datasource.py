@@ -12,8 +12,6 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 
-from .sink.options import parse_sink_options
-from .sink.writers import KinesisBatchWriter, KinesisStreamWriter, check_schema, check_stream
 from .source.options import parse_options
 from .source.readers import KinesisBatchReader, KinesisStreamReader
 from .source.schema import SPARK_SCHEMA
@@ -46,12 +44,20 @@ class KinesisDataSource(DataSource):
     def reader(self, schema: Any) -> DataSourceReader:
         return KinesisBatchReader(parse_options(self._batch_options(), streaming=False))
 
+    # The sink's modules load only when a query writes: every query starts a fresh planner process
+    # (Spark's streaming source runner), and what it imports is paid again on every start.
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        from .sink.options import parse_sink_options
+        from .sink.writers import KinesisBatchWriter, check_schema, check_stream
+
         config = parse_sink_options(self.options)
         check_schema(schema, config)
         return KinesisBatchWriter(check_stream(config))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        from .sink.options import parse_sink_options
+        from .sink.writers import KinesisStreamWriter, check_schema, check_stream
+
         config = parse_sink_options(self.options)
         check_schema(schema, config)
         return KinesisStreamWriter(check_stream(config))

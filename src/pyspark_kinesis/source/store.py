@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-import fsspec
-
 from ..errors import OptionError
 
 
@@ -127,6 +125,8 @@ class FsspecStore(BatchEndStore):
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
         try:
+            import fsspec  # here, not at the top: its import scans every installed package's entry points
+
             self.fs, self.root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
         except (ImportError, ValueError, OSError, TypeError, RuntimeError) as exc:
             scheme = url.split("://", 1)[0]

@@ -51,7 +51,7 @@ def fill_stream(client: Any, shards: int, records: int, size: int) -> str:
     return stream
 
 
-def _loop_read(client: Any, stream: str, expected: int) -> float:
+def loop_read(client: Any, stream: str, expected: int) -> float:
     """The baseline: one thread per shard, GetRecords (Limit 10,000) until the shard is drained."""
     shards = [s["ShardId"] for s in client.list_shards(StreamName=stream)["Shards"]]
     counts = dict.fromkeys(shards, 0)
@@ -91,10 +91,13 @@ def source_df(spark: Any, endpoint: str, stream: str, work: Path, **options: str
     return reader.load()
 
 
-def _connector_read(spark: Any, endpoint: str, stream: str, work: Path) -> tuple[float, int]:
-    """The connector: Trigger.AvailableNow into the noop sink, start to finish."""
+def connector_read(
+    spark: Any, endpoint: str, stream: str, work: Path, options: dict[str, str] | None = None
+) -> tuple[float, int]:
+    """The connector: Trigger.AvailableNow into the noop sink, start to finish; `options` are extra
+    source options (tuning runs)."""
     # Local servers have no read quota; neither has the loop.
-    df = source_df(spark, endpoint, stream, work, shardReadBytesPerSecond="0")
+    df = source_df(spark, endpoint, stream, work, **{"shardReadBytesPerSecond": "0", **(options or {})})
     start = time.perf_counter()
     query = (
         df.writeStream.format("noop")
@@ -126,12 +129,12 @@ def run_throughput(
         for shards in shard_counts:
             stream = fill_stream(client, shards, records, size)
             spark = spark_session()
-            cold_s, got = _connector_read(spark, server.endpoint, stream, work)
+            cold_s, got = connector_read(spark, server.endpoint, stream, work)
             counts = [got]
             loop, warm = [], []
             for _round in range(repeat):
-                loop.append(_loop_read(client, stream, records))
-                seconds, got = _connector_read(spark, server.endpoint, stream, work)
+                loop.append(loop_read(client, stream, records))
+                seconds, got = connector_read(spark, server.endpoint, stream, work)
                 warm.append(seconds)
                 counts.append(got)
             spark.stop()
