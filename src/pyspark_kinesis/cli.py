@@ -309,7 +309,9 @@ def bench_cpu(
     for goal, value, met in cpu.goals(rows):
         console.print(f"goal: {goal}: {value}, {'met' if met else 'NOT met'}")
     if write:
-        report.write_section(write, cpu.section_name(server, extra), cpu.markdown_cpu(rows, cold_s, extra))
+        report.write_section(
+            write, cpu.section_name(server, extra, mb), cpu.markdown_cpu(rows, cold_s, extra)
+        )
 
 
 @app.command()
