@@ -269,10 +269,9 @@ def goals(rows: list[CpuRow]) -> list[tuple[str, str, bool]]:
     if row.server == "memory" and row.measurable():
         judged.append(
             (
-                "at least 40 shards at 2 MiB/s per executor core (benchmark server)",
-                f"{row.shards_per_core():.1f} / "
-                + (f"{row.steady_shards_per_core():.1f}" if row.measurable() else "-"),
-                row.shards_per_core() >= 40,
+                "at least 40 shards at 2 MiB/s per executor core (benchmark server, beyond the fixed cost)",
+                f"{row.steady_shards_per_core():.1f}",
+                row.steady_shards_per_core() >= 40,
             )
         )
     return judged
