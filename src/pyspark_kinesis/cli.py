@@ -1,7 +1,8 @@
 """The `pyspark-kinesis` command: the demo, local servers, stream and checkpoint tools, benchmarks.
 
-Stream commands (create, produce, reshard, shards) live in `tools/stream_commands.py`, checkpoint
-commands (lag, inspect) in `tools/checkpoint_commands.py`; this module only wires them up.
+Stream commands (create, produce, reshard, shards) live in `tools/stream_commands.py`, enhanced
+fan-out consumer commands in `tools/consumer_commands.py`, checkpoint commands (lag, inspect) in
+`tools/checkpoint_commands.py`; this module only wires them up.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .tools import checkpoint_commands, stream_commands
+from .tools import checkpoint_commands, consumer_commands, stream_commands
 
 app = typer.Typer(
     add_completion=False, help="pyspark-kinesis: a Kinesis source for Spark Structured Streaming."
@@ -21,6 +22,7 @@ app = typer.Typer(
 local_app = typer.Typer(add_completion=False, help="Local Kinesis-compatible servers for development.")
 app.add_typer(local_app, name="local")
 app.add_typer(stream_commands.reshard_app, name="reshard")
+app.add_typer(consumer_commands.consumers_app, name="consumers")
 for _command in (stream_commands.create, stream_commands.produce, stream_commands.shards):
     app.command(_command.__name__)(_command)
 app.command("lag")(checkpoint_commands.lag)
