@@ -86,6 +86,17 @@ class Position:
             return {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": self.seq}
         raise ValueError(f"position {self.kind!r} cannot be read from")
 
+    def starting_position(self) -> dict[str, Any]:
+        """SubscribeToShard's StartingPosition that resumes reading at this position (enhanced
+        fan-out); the same positions as `iterator_args`."""
+        args = self.iterator_args()
+        out: dict[str, Any] = {"Type": args["ShardIteratorType"]}
+        if "StartingSequenceNumber" in args:
+            out["SequenceNumber"] = args["StartingSequenceNumber"]
+        if "Timestamp" in args:
+            out["Timestamp"] = args["Timestamp"]
+        return out
+
     def skips(self, seq: str, sub: int) -> bool:
         """True when the user record (seq, sub) was already consumed before this position.
 

@@ -17,6 +17,7 @@ before they expire, whatever the query's age, and never leave the process (nothi
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from typing import Any
 
@@ -38,9 +39,10 @@ def _config(settings: AwsSettings, max_attempts: int | None, pool: int, agent: s
         connect_timeout=settings.connect_timeout_ms / 1000.0,
         read_timeout=settings.read_timeout_ms / 1000.0,
         max_pool_connections=pool,
-        # Which part of the connector calls (driver-side planner, executor-side reader, sink) shows in
-        # the User-Agent, so CloudTrail (or a test's proxy) can tell that the driver never reads.
-        user_agent_extra=f"pyspark-kinesis/{agent or 'client'}",
+        # Which part of the connector calls (driver-side planner, executor-side reader, sink), and from
+        # which process, shows in the User-Agent, so CloudTrail (or a test's proxy) can tell that the
+        # driver never reads, and which calls one process made.
+        user_agent_extra=f"pyspark-kinesis/{agent or 'client'} pid/{os.getpid()}",
     )
 
 

@@ -26,6 +26,9 @@ from .option_values import parse_position
 
 _ARN = re.compile(r"^arn:(aws[a-z-]*):kinesis:([a-z0-9-]+):(\d{12}):stream/([A-Za-z0-9_.-]{1,128})$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_CONSUMER_ARN = re.compile(
+    r"^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/([A-Za-z0-9_.-]{1,128})/consumer/[A-Za-z0-9_.-]{1,128}:\d+$"
+)
 
 # Keys a `streams` entry may set; everything else comes from the top-level options.
 ENTRY_KEYS = (
@@ -37,6 +40,8 @@ ENTRY_KEYS = (
     "externalId",
     "stsEndpointUrl",
     "startingPosition",
+    "consumerName",
+    "consumerArn",
 )
 _ENTRY_LOWER = {k.lower(): k for k in ENTRY_KEYS}
 
@@ -54,6 +59,10 @@ class StreamSpec:
     # When the stream was created (DescribeStreamSummary), learned at query start: a stream deleted and
     # re-created under the same name keeps its ARN, and only this tells the two apart.
     created_ms: int | None = None
+    # Enhanced fan-out (consumerType=efo): the consumer's name, and its ARN once registered or found at
+    # query start (or as given by consumerArn). None for polling.
+    consumer_name: str | None = None
+    consumer_arn: str | None = None
 
     @property
     def key(self) -> str:
@@ -78,6 +87,9 @@ class StreamSpec:
 
     def with_identity(self, arn: str, created_ms: int | None) -> StreamSpec:
         return replace(self, arn=arn, created_ms=created_ms)
+
+    def with_consumer(self, consumer_arn: str) -> StreamSpec:
+        return replace(self, consumer_arn=consumer_arn)
 
 
 def arn_parts(text: str) -> tuple[str, str, str] | None:
@@ -145,13 +157,55 @@ def _spec(
     start = (
         parse_position(f"{prefix}startingPosition", start_text) if start_text is not None else default_start
     )
+    consumer_name, consumer_arn = _consumer(prefix, opts, entry, name)
     return StreamSpec(
         name=name,
         aws=aws,
         starting_position=start,
         arn=target if parsed is not None else None,
         by_arn=parsed is not None,
+        consumer_name=consumer_name,
+        consumer_arn=consumer_arn,
     )
+
+
+def _consumer(
+    prefix: str, opts: Mapping[str, str], entry: Mapping[str, str], stream: str
+) -> tuple[str | None, str | None]:
+    """The stream's enhanced fan-out consumer as named by consumerName / consumerArn (checked here;
+    whether fan-out is on at all, and the default name, are the source options' to decide). An entry
+    that names its consumer either way replaces the top-level default entirely."""
+    source = entry if ("consumerName" in entry or "consumerArn" in entry) else opts
+    prefix = prefix if source is entry else ""
+    name = (source.get("consumerName") or "").strip() or None
+    arn = (source.get("consumerArn") or "").strip() or None
+    if name is not None and not _NAME.match(name):
+        raise OptionError(
+            f"{prefix}consumerName",
+            f"'{name}' is not a consumer name (1-128 of A-Z a-z 0-9 _ . -)",
+            "Give a name like orders-etl.",
+        )
+    if arn is not None:
+        match = _CONSUMER_ARN.match(arn)
+        if match is None:
+            raise OptionError(
+                f"{prefix}consumerArn",
+                f"'{arn}' is not a Kinesis stream consumer ARN",
+                "Write it like arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/etl:1700000000.",
+            )
+        if match.group(1) != stream:
+            raise OptionError(
+                f"{prefix}consumerArn",
+                f"belongs to stream '{match.group(1)}', not to '{stream}'",
+                "A consumer reads the stream it was registered on: give that stream's consumer.",
+            )
+        if name is not None:
+            raise OptionError(
+                f"{prefix}consumerArn",
+                "cannot be combined with consumerName",
+                "Name the consumer with one of the two: consumerName (found or registered) or consumerArn.",
+            )
+    return name, arn
 
 
 def _entries(raw: str) -> list[Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from ..aws.kinesis import KinesisProxy
@@ -46,7 +46,37 @@ def resolve_streams(config: SourceConfig) -> SourceConfig:
                 f"names the stream {arn} twice",
                 "Name each stream once.",
             )
-    return config.with_identities(identities)
+    config = config.with_identities(identities)
+    if config.fan_out:
+        config = replace(config, streams=tuple(_with_consumer(spec) for spec in config.streams))
+    return config
+
+
+def _with_consumer(spec: StreamSpec) -> StreamSpec:
+    """Enhanced fan-out: the stream's consumer, ACTIVE. A consumerName is found or registered (and
+    waited for); a consumerArn must be registered already. Never deregistered here: that is an
+    operator's decision (`pyspark-kinesis consumers deregister`)."""
+    from ..aws import consumers
+
+    client = KinesisProxy(spec, agent="planner").client
+    if spec.consumer_arn is not None:
+        found = consumers.describe_arn(client, spec.consumer_arn)
+        if found is None:
+            raise StreamAccessError(
+                f"the consumer {spec.consumer_arn} of {spec.describe()} is not registered; register it "
+                "(`pyspark-kinesis consumers register`) or give consumerName to have the query register it"
+            )
+        if found.status == consumers.DELETING:
+            raise StreamAccessError(
+                f"the consumer {spec.consumer_arn} of {spec.describe()} is being deregistered; give a "
+                "registered consumer, or consumerName to have the query register one"
+            )
+        found = consumers.ensure_consumer(client, spec.key, found.name)  # waits while CREATING
+    else:
+        assert spec.consumer_name is not None
+        found = consumers.ensure_consumer(client, spec.key, spec.consumer_name)
+    log.info("Kinesis %s: enhanced fan-out through consumer %s (%s)", spec.describe(), found.name, found.arn)
+    return spec.with_consumer(found.arn)
 
 
 def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:

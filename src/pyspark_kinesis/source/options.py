@@ -6,6 +6,7 @@ once with a message naming the option, instead of surfacing later as a Py4J trac
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -59,6 +60,18 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "idlePollIntervalMs": ("500", "A shard found at the tip is not polled again sooner than this."),
     "shardDiscoveryIntervalMs": ("10000", "ListShards runs at most this often while the query runs."),
+    "consumerType": (
+        "polling",
+        "polling (GetRecords) | efo (enhanced fan-out: SubscribeToShard through a registered consumer).",
+    ),
+    "consumerName": (
+        "pyspark-kinesis-<hash of metadataPath>",
+        "efo: the consumer to use, found by name or registered at query start (stable per query by default).",
+    ),
+    "consumerArn": (
+        "(none)",
+        "efo: an already registered consumer to use (one stream; per stream in streams).",
+    ),
     "failOnDataLoss": (
         "true",
         "Fail when records the query should read are gone (past retention, stream re-created); false: warn, go on.",
@@ -94,6 +107,11 @@ class SourceConfig:
     target_tasks: int | None = None
     max_shards_per_task: int | None = None
     fail_on_corrupt_aggregate: bool = False
+    consumer_type: str = "polling"  # or "efo"
+
+    @property
+    def fan_out(self) -> bool:
+        return self.consumer_type == "efo"
 
     def stream(self, key: str) -> StreamSpec | None:
         """The stream with this identity (its ARN), if the options still name it."""
@@ -127,7 +145,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
             "missing; a streaming read records each batch's end there to replay batches exactly",
             'Set .option("metadataPath", "<durable dir or URL>"), e.g. next to the checkpoint location.',
         )
+    consumer_type = _consumer_type(opts, streaming)
+    streams = _with_consumers(streams, consumer_type, metadata_path)
     return SourceConfig(
+        consumer_type=consumer_type,
         streams=streams,
         starting_position=starting,
         ending_position=ending,
@@ -146,6 +167,46 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
         target_tasks=int_option(opts, "targetTasks", None, 1),
         max_shards_per_task=int_option(opts, "maxShardsPerTask", None, 1),
         fail_on_corrupt_aggregate=_on_corrupt(opts),
+    )
+
+
+def _consumer_type(opts: Mapping[str, str], streaming: bool) -> str:
+    value = (opts.get("consumerType") or "polling").strip().lower()
+    if value not in ("polling", "efo"):
+        raise OptionError("consumerType", f"'{value}' is not polling or efo", "Use polling or efo.")
+    if value == "efo" and not streaming:
+        raise OptionError(
+            "consumerType",
+            "efo applies to streaming reads only",
+            "Remove it for spark.read (a bounded backfill reads with GetRecords), or use readStream.",
+        )
+    return value
+
+
+def default_consumer_name(metadata_path: str) -> str:
+    """A consumer name stable for a query (its metadataPath is its own and does not change between
+    runs) and distinct between queries, so that a restarted query finds its consumer again."""
+    return "pyspark-kinesis-" + hashlib.sha256(metadata_path.encode()).hexdigest()[:20]
+
+
+def _with_consumers(
+    streams: tuple[StreamSpec, ...], consumer_type: str, metadata_path: str | None
+) -> tuple[StreamSpec, ...]:
+    """Polling: no stream may name a consumer. Fan-out: every stream without consumerName or
+    consumerArn gets the query's default consumer name."""
+    named = [s for s in streams if s.consumer_name or s.consumer_arn]
+    if consumer_type == "polling":
+        if named:
+            option = "consumerArn" if named[0].consumer_arn else "consumerName"
+            raise OptionError(
+                option,
+                "names an enhanced fan-out consumer, but consumerType is polling",
+                "Set consumerType=efo.",
+            )
+        return streams
+    default = default_consumer_name(metadata_path or "")
+    return tuple(
+        s if (s.consumer_name or s.consumer_arn) else replace(s, consumer_name=default) for s in streams
     )
 
 

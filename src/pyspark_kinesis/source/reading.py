@@ -65,6 +65,12 @@ def _fetch_all(
         )
         recorded = None if expect is None else expect[piece.ref]
         proxy = proxies[piece.stream]
+        if config.fan_out:
+            from .fanout import FanOutRead
+
+            return FanOutRead(
+                proxy, piece.shard_id, piece.start, limits, recorded, plan.batch, config.fail_on_data_loss
+            ).run()
         return fetch_shard(
             proxy, piece.shard_id, piece.start, limits, recorded, config.fail_on_data_loss, plan.batch
         )

@@ -43,6 +43,7 @@ from typing import ClassVar
 from urllib.parse import urlparse
 
 _AGENT = re.compile(r"pyspark-kinesis/(\w+)")
+_PID = re.compile(r"pid/(\d+)")
 
 
 class FaultProxy:
@@ -52,6 +53,7 @@ class FaultProxy:
         "unavailable": (503, "ServiceUnavailable", "Service unavailable (injected)"),
         "expired": (400, "ExpiredIteratorException", "Iterator expired (injected)"),
         "limit": (400, "LimitExceededException", "Rate exceeded for stream (injected)"),
+        "in_use": (400, "ResourceInUseException", "Another active subscription exists (injected)"),
     }
     # Operations `call_faults` apply to (the driver's listing, the executors' iterators); a query's
     # start-up check (DescribeStreamSummary) and the sink's writes are left alone.
@@ -65,9 +67,11 @@ class FaultProxy:
         read_faults: dict[str, float] | None = None,
         call_faults: dict[str, float] | None = None,
         delay: tuple[float, float] = (0.0, 0.0),
+        subscribe_faults: dict[str, float] | None = None,
     ) -> None:
         """`read_faults` / `call_faults`: fault kind -> rate, for GetRecords / CALL_FAULT_OPERATIONS;
-        `delay`: (rate, longest delay in seconds) of responses held back before they are sent."""
+        `delay`: (rate, longest delay in seconds) of responses held back before they are sent;
+        `subscribe_faults`: fault kind ("in_use", "limit", "internal") -> rate, for SubscribeToShard."""
         parsed = urlparse(target)
         self.target_host, self.target_port = parsed.hostname, parsed.port
         self.reject_fraction = reject_fraction
@@ -78,6 +82,10 @@ class FaultProxy:
         self.read_faults = read_faults or {}
         self.call_faults = call_faults or {}
         self.delay = delay
+        self.subscribe_faults = subscribe_faults or {}
+        # SubscribeToShard calls: (monotonic time, calling process id (0: unknown), consumer ARN, shard
+        # id, "ok" or the fault injected)
+        self.subscriptions: list[tuple[float, int, str, str, str]] = []
         self.injected: dict[str, int] = {}
         self.calls: Counter[tuple[str, str]] = Counter()  # (agent, operation) -> count
         self.call_times: list[tuple[float, str, str]] = []  # (monotonic time, agent, operation)
@@ -96,6 +104,9 @@ class FaultProxy:
                 target = self.headers.get("X-Amz-Target", "")
                 proxy.count(self.headers.get("User-Agent", ""), target)
                 operation = target.rsplit(".", 1)[-1]
+                if operation == "SubscribeToShard":
+                    proxy.subscribe(self, body)
+                    return
                 if operation == "GetRecords":
                     fault = proxy.pick_fault(proxy.read_faults)
                 elif operation in FaultProxy.CALL_FAULT_OPERATIONS:
@@ -199,6 +210,66 @@ class FaultProxy:
                 self.injected["server-down"] = self.injected.get("server-down", 0) + 1
             payload = json.dumps({"__type": "ServiceUnavailable", "message": "server down"}).encode()
             return 503, [("Content-Type", "application/x-amz-json-1.1")], payload
+        finally:
+            connection.close()
+
+    def subscribe(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        """SubscribeToShard: counted, maybe refused (`subscribe_faults`), else relayed as a stream with
+        the `initial-response` kinesis-local leaves out (see `event_stream`)."""
+        from .event_stream import relay
+
+        request = json.loads(body)
+        fault = self.pick_fault(self.subscribe_faults)
+        pid = _PID.search(handler.headers.get("User-Agent", ""))
+        with self.lock:
+            self.subscriptions.append(
+                (
+                    time.monotonic(),
+                    int(pid.group(1)) if pid else 0,
+                    request.get("ConsumerARN", ""),
+                    request.get("ShardId", ""),
+                    fault or "ok",
+                )
+            )
+        if fault is not None:
+            code, kind, message = FaultProxy.READ_FAULTS[fault]
+            payload = json.dumps({"__type": kind, "message": message}).encode()
+            handler.send_response(code)
+            handler.send_header("Content-Type", "application/x-amz-json-1.1")
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload)
+            return
+        connection = http.client.HTTPConnection(self.target_host, self.target_port, timeout=600)
+        try:
+            send = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection")}
+            connection.request("POST", "/", body=body, headers=send)
+            response = connection.getresponse()
+            if response.status != 200:
+                payload = response.read()
+                handler.send_response(response.status)
+                handler.send_header("Content-Type", "application/x-amz-json-1.1")
+                handler.send_header("Content-Length", str(len(payload)))
+                handler.end_headers()
+                handler.wfile.write(payload)
+                return
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/vnd.amazon.eventstream")
+            handler.send_header("Transfer-Encoding", "chunked")
+            handler.end_headers()
+
+            def chunk(data: bytes) -> None:
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                handler.wfile.flush()
+
+            try:
+                relay(response, chunk)
+                handler.wfile.write(b"0\r\n\r\n")
+            except OSError:  # the client closed the subscription: close ours upstream too
+                pass
+            handler.close_connection = True
+        except OSError:
+            handler.close_connection = True
         finally:
             connection.close()
 

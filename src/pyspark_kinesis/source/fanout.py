@@ -1,0 +1,174 @@
+"""Executor-side reading with enhanced fan-out: one shard, one batch, through SubscribeToShard.
+
+The batch logic is polling's (`fetching.ShardRead`): events arrive shaped like GetRecords responses
+(`aws.subscribe`), and `_absorb` takes each one under the same limits, aggregate handling, replay
+bound and caught-up rule, so every exactly-once invariant holds the same way: the batch end is
+still recorded first-writer-wins by the task, and a replay reads exactly to it. What differs is how
+records arrive:
+
+- A read subscribes from the batch's start position (LATEST is pinned to a timestamp by the planner
+  as in polling, so a start at LATEST never waits for new data forever) and takes events until a
+  limit, the tip (an event with MillisBehindLatest 0), the shard's end (an event with ChildShards and
+  no continuation), the replay bound or the batch's time budget.
+- A subscription that ends (the service ends each after 5 minutes) or fails with a transient error is
+  made again from where the read got to. The service's rules are kept before it is refused: one
+  SubscribeToShard per second per consumer and shard, none within 5 s of the last successful one
+  (`worker_state.SUBSCRIPTIONS`); a ResourceInUseException (another subscription still open, e.g.
+  one a previous attempt's worker has not closed yet) is retried after a backoff.
+- A read that ends between two events leaves its subscription open for the next batch of the shard
+  in this worker, which continues it from exactly this batch's end (see `worker_state.Subscriptions`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from urllib3.exceptions import HTTPError as StreamBroken
+
+from ..aws.errors import (
+    CALL_ERRORS,
+    error_code,
+    is_foreign_sequence_number,
+    is_future_timestamp,
+    is_not_found,
+    is_retryable,
+)
+from ..aws.subscribe import subscribe
+from ..model import INSIDE, TIMESTAMP, Position
+from .columns import Columns
+from .fetching import _BACKOFF_BASE_S, _BACKOFF_MAX_S, _REPLAY_RETRIES, ShardRead
+from .offsets import ShardEnd
+from .worker_state import SUBSCRIPTIONS
+
+log = logging.getLogger(__name__)
+
+_MAX_SUBSCRIPTIONS = 10_000  # hard bound on one shard's subscriptions in one batch (time stops it first)
+_MAX_EVENTS = 1_000_000  # hard bound on the events one subscription is read for
+_STREAM_ERRORS = (*CALL_ERRORS, StreamBroken, OSError)
+
+
+class FanOutRead(ShardRead):
+    """`ShardRead` whose records come from SubscribeToShard events instead of GetRecords calls."""
+
+    def run(self) -> tuple[Columns, ShardEnd]:
+        start, until = self.start, self.until
+        if start.is_end or (until is not None and until == start):
+            return self.cols, ShardEnd(start=start, end=start)
+        consumer = self.proxy.spec.consumer_arn
+        if consumer is None:
+            raise RuntimeError(f"{self.proxy.spec.describe()} has no consumer: the query start registers one")
+        self.consumer = consumer
+        self.sub_key = (consumer, self.shard)
+        self.restart_at: Position | None = None  # where to subscribe after data loss was accepted
+        events = SUBSCRIPTIONS.take(self.sub_key, start) if start.kind != INSIDE else None
+        for _subscription in range(_MAX_SUBSCRIPTIONS):
+            if self._over():
+                break
+            if events is None:
+                events = self._subscribe()
+                if events is None:
+                    continue
+            if self._drain(events):
+                break
+            events = None  # the subscription ended or broke: a new one from where the read got to
+        between_events = not (self.stop or self.closed) and self.resume.kind != INSIDE
+        if events is not None and until is None and between_events:
+            SUBSCRIPTIONS.put(self.sub_key, self.resume, events)
+        elif events is not None:
+            events.close()
+        return self.cols, self._end()
+
+    def _over(self) -> bool:
+        return self.stop or self.closed or (self.until is None and time.monotonic() > self.limits.deadline)
+
+    def _subscribe(self) -> Iterator[dict[str, Any]] | None:
+        """A new subscription from where the read got to (its first event already waiting), or None
+        after a failure the read survives."""
+        position = self.restart_at or self.resume
+        self.restart_at = None
+        SUBSCRIPTIONS.before_subscribe(self.sub_key)
+        try:
+            events = subscribe(self.proxy.client, self.consumer, self.shard, position)
+            first = next(events)  # the call itself runs here: its errors are caught below
+        except StopIteration:
+            return None
+        except _STREAM_ERRORS as exc:
+            self._failed(exc, position)
+            return None
+        SUBSCRIPTIONS.subscribed(self.sub_key)
+        self.skip_from = position
+        self.failures = 0
+        pending = first
+
+        def chained() -> Iterator[dict[str, Any]]:
+            yield pending
+            yield from events
+
+        stream = chained()
+        # Closing the chain must close the subscription behind it.
+        return _Closing(stream, events)
+
+    def _drain(self, events: Iterator[dict[str, Any]]) -> bool:
+        """Take events until the read is over (True) or the subscription ends or breaks (False)."""
+        for _event in range(_MAX_EVENTS):
+            try:
+                response = next(events)
+            except StopIteration:
+                return False
+            except _STREAM_ERRORS as exc:
+                self._failed(exc, self.resume)
+                return False
+            if self._absorb(response) or self._over():
+                return True
+        return False
+
+    def _failed(self, exc: BaseException, position: Position) -> None:
+        """What a failed subscription means: at the tip (a start ahead of the service's clock), data
+        gone (the polling rules: a DataLossError or, with failOnDataLoss=false, on from the oldest
+        record), or a pause before the next subscription. Anything else propagates."""
+        if position.kind == TIMESTAMP and is_future_timestamp(exc):
+            self.at_tip = self.stop = True
+            return
+        if is_not_found(exc) or is_foreign_sequence_number(exc):
+            self._gone()
+            if not self.closed:
+                self.restart_at = Position.trim_horizon()
+            return
+        code = error_code(exc)
+        if not (is_retryable(exc) or code == "ResourceInUseException" or not code):
+            raise exc
+        self.failures += 1
+        if self.failures == 1:
+            log.info(
+                "Kinesis stream '%s', shard %s, batch %d, enhanced fan-out: %s; subscribing again",
+                self.proxy.name,
+                self.shard,
+                self.batch,
+                code or exc.__class__.__name__,
+            )
+        if self.until is not None and self.failures > _REPLAY_RETRIES:
+            raise exc
+        pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.failures))
+        if self.until is None:
+            pause = min(pause, max(0.0, self.limits.deadline - time.monotonic()))
+        time.sleep(pause)
+
+
+class _Closing:
+    """An iterator over `chain` whose close() also closes `source` (the subscription's generator)."""
+
+    def __init__(self, chain: Iterator[dict[str, Any]], source: Any) -> None:
+        self.chain, self.source = chain, source
+
+    def __iter__(self) -> _Closing:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self.chain)
+
+    def close(self) -> None:
+        self.source.close()

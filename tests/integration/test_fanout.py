@@ -1,0 +1,132 @@
+"""Enhanced fan-out (consumerType=efo) on kinesis-local, through the fault proxy (which adds the
+`initial-response` event kinesis-local leaves out, counts SubscribeToShard calls and injects their
+faults): reading exactly once across restarts, a reshard under EFO with parents before children,
+the consumer found again by a restarted query, and the service's subscription rules kept."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from itertools import pairwise
+
+import pytest
+
+from pyspark_kinesis.aws import consumers
+from pyspark_kinesis.source.options import default_consumer_name
+from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
+from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
+from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
+
+pytestmark = pytest.mark.kinesis
+
+
+@pytest.fixture
+def proxy(kinesis_local):
+    with FaultProxy(kinesis_local.endpoint) as running:
+        yield running
+
+
+def _efo(spark, proxy, stream, meta, **options):
+    return reader(
+        spark, proxy.endpoint, stream, meta, consumerType="efo", startingPosition="TRIM_HORIZON", **options
+    )
+
+
+def _stream_arn(kinesis, stream):
+    return kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+
+
+def test_efo_reads_exactly_once_across_restarts_and_reuses_its_consumer(
+    spark, kinesis_local, proxy, tmp_path
+):
+    kinesis = client(kinesis_local.endpoint)
+    stream = new_stream(kinesis, 2)
+    meta, checkpoint = str(tmp_path / "meta"), str(tmp_path / "cp")
+    expected = put(kinesis, stream, 0, 300)
+    collector = Collector()
+    run_available_now(spark, _efo(spark, proxy, stream, meta, maxRecordsPerShard=70), checkpoint, collector)
+    assert_exactly_once(collector.rows, expected)
+
+    expected += put(kinesis, stream, 300, 200)
+    run_available_now(spark, _efo(spark, proxy, stream, meta, maxRecordsPerShard=70), checkpoint, collector)
+    assert_exactly_once(collector.rows, expected)
+    assert_shard_order(collector.rows)
+    assert_key_order(collector.rows)
+
+    # One consumer, of the query's stable default name, registered by the first run and found by the second.
+    registered = consumers.list_consumers(kinesis, _stream_arn(kinesis, stream))
+    assert [c.name for c in registered] == [default_consumer_name(meta)]
+    assert {c for _t, _p, c, _s, _o in proxy.subscriptions} == {registered[0].arn}
+    assert not proxy.calls.get(("reader", "GetRecords")), "EFO tasks must not poll"
+
+
+def test_a_running_efo_query_follows_a_split_with_parents_first(spark, kinesis_local, proxy, tmp_path):
+    kinesis = client(kinesis_local.endpoint)
+    stream = new_stream(kinesis, 1)
+    collector = Collector()
+    query = start_running(_efo(spark, proxy, stream, str(tmp_path / "meta")), str(tmp_path / "cp"), collector)
+    try:
+        expected = put(kinesis, stream, 0, 200)
+        wait_for(lambda: len(collector.rows) >= 200, 120, "the first records", query)
+        parent = kinesis.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+        kinesis.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(2**127))
+        wait_for(lambda: len(kinesis.list_shards(StreamName=stream)["Shards"]) == 3, 60, "the split")
+        expected += put(kinesis, stream, 200, 300)
+        wait_for(lambda: len(collector.rows) >= 500, 180, "the records put after the split", query)
+    finally:
+        query.stop()
+    assert_exactly_once(collector.rows, expected)
+    assert_key_order(collector.rows)  # parents were read to their end before their children
+    assert {r["shardId"] for r in collector.rows} >= {parent}
+    assert len({r["shardId"] for r in collector.rows}) == 3
+
+
+def test_subscriptions_keep_the_service_rules_and_survive_refusals(spark, kinesis_local, tmp_path):
+    kinesis = client(kinesis_local.endpoint)
+    stream = new_stream(kinesis, 2)
+    expected = put(kinesis, stream, 0, 400)
+    # Some subscriptions refused: another subscription still open, or the control plane's rate.
+    with FaultProxy(kinesis_local.endpoint, seed=7, subscribe_faults={"in_use": 0.2, "limit": 0.15}) as proxy:
+        collector = Collector()
+        df = _efo(spark, proxy, stream, str(tmp_path / "meta"), maxRecordsPerShard=40)
+        run_available_now(spark, df, str(tmp_path / "cp"), collector, timeout_s=300)
+    assert_exactly_once(collector.rows, expected)
+    assert proxy.injected.get("in_use") and proxy.injected.get("limit"), "no refusal was injected"
+    by_shard: dict[tuple[int, str, str], list[tuple[float, str]]] = defaultdict(list)
+    for at, pid, consumer, shard, outcome in proxy.subscriptions:
+        assert pid, "a SubscribeToShard call without the reader's process id"
+        by_shard[(pid, consumer, shard)].append((at, outcome))
+    for calls in by_shard.values():
+        # Within a process (the pacing is per Python worker; across workers the service refuses and
+        # the reader backs off): at most one SubscribeToShard per second per consumer and shard, and
+        # none within 5 s of the last one that succeeded (a small margin for timer granularity).
+        gaps = [b[0] - a[0] for a, b in pairwise(calls)]
+        assert all(g >= 0.95 for g in gaps), f"calls closer than 1 s: {gaps}"
+        last_ok = None
+        for at, outcome in calls:
+            if last_ok is not None:
+                assert at - last_ok >= 4.9, "a subscription within 5 s of the last successful one"
+            if outcome == "ok":
+                last_ok = at
+
+
+def test_bad_efo_options_fail_at_load(spark, kinesis_local, tmp_path):
+    from pyspark.errors import PySparkException
+
+    stream = new_stream(client(kinesis_local.endpoint), 1)
+    meta = str(tmp_path / "meta")
+    cases = {
+        "consumerType": ({"consumerType": "push"}, "is not polling or efo"),
+        "consumerArn": (
+            {
+                "consumerType": "efo",
+                "consumerArn": f"arn:aws:kinesis:us-east-1:000000000000:stream/other-{uuid.uuid4().hex[:4]}/consumer/c:1",
+            },
+            "belongs to stream",
+        ),
+        "consumerName": ({"consumerName": "etl"}, "consumerType is polling"),
+    }
+    for option, (options, text) in cases.items():
+        with pytest.raises(PySparkException) as info:
+            reader(spark, kinesis_local.endpoint, stream, meta, **options).schema  # noqa: B018
+        assert option in str(info.value) and text in str(info.value)
