@@ -21,6 +21,11 @@ the tip (a backlog larger than one response; the local servers answer MillisBehi
 distribution), and the shards in `gone` answer ResourceNotFoundException (expired past retention). Which shard a response belongs to is learned from the GetShardIterator call its iterator
 chain started with.
 
+SubscribeToShard (enhanced fan-out) is relayed as a stream, with the `initial-response` event kinesis-local
+leaves out added in front (`event_stream`); each call is recorded with its time, calling process,
+consumer and shard (`subscriptions`), and may be refused (`subscribe_faults`: "in_use"
+ResourceInUseException, "limit", "internal").
+
 It forwards every other call unchanged, except PutRecords: a chosen fraction of the records in each call is
 *not* forwarded, and the response reports them as failed with ProvisionedThroughputExceededException,
 merged in request order with the real results of the forwarded ones. So the server holds exactly the
