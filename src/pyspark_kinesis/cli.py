@@ -215,6 +215,11 @@ def bench_latency(
     seconds: int = typer.Option(30, min=5, max=600, help="How long records are put."),
     shards: int = typer.Option(4, min=1, max=64, help="Shards of the stream."),
     kind: str = typer.Option("kinesalite", help="kinesalite or kinesis-local."),
+    consumer_type: str = typer.Option(
+        "polling",
+        "--consumer-type",
+        help="polling, efo or both (enhanced fan-out needs --kind kinesis-local).",
+    ),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """p50/p99 delay from put to foreachBatch with the default trigger."""
@@ -223,12 +228,26 @@ def bench_latency(
 
     from .tools.benchmarks import latency, report
 
-    with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
-        run = latency.run_latency(rate, seconds, shards, Path(work), kind)
-    text = latency.markdown_latency(run, rate, seconds, shards, kind)
+    if consumer_type not in ("polling", "efo", "both"):
+        raise typer.BadParameter("--consumer-type must be polling, efo or both")
+    if consumer_type != "polling" and kind != "kinesis-local":
+        raise typer.BadParameter(
+            "enhanced fan-out needs --kind kinesis-local (kinesalite has no SubscribeToShard)"
+        )
+    modes = ["polling", "efo"] if consumer_type == "both" else [consumer_type]
+    runs = {}
+    for mode in modes:
+        with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
+            runs[mode] = latency.run_latency(rate, seconds, shards, Path(work), kind, mode)
+    if consumer_type == "polling":
+        text = latency.markdown_latency(runs["polling"], rate, seconds, shards, kind)
+        name = "bench-latency"
+    else:
+        text = latency.markdown_modes(runs, rate, seconds, shards)
+        name = "bench-latency-modes"
     console.print(text)
     if write:
-        report.write_section(write, "bench-latency", text)
+        report.write_section(write, name, text)
 
 
 @app.command("bench-api")

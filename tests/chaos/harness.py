@@ -67,11 +67,14 @@ class Plan:
     events: list[tuple[float, str]]  # (seconds after start, kind)
     max_records_per_batch: int
     partial: bool = False  # a foreachBatch that uses none of some batches and partition 0 of others
+    consumer: str = "polling"  # or "efo": enhanced fan-out (kinesis-local runs only)
+    subscribe_faults: dict[str, float] = field(default_factory=dict)
 
     @staticmethod
     def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
         rng = random.Random(seed * 1000 + index)
         kind = "kinesis-local" if index % 2 == 0 else "kinesalite"
+        efo = not short and index % 4 == 0  # every other kinesis-local run reads by enhanced fan-out
         cluster = not short and index % 3 == 2  # local-cluster: executors in their own JVMs
         standalone = not short and index % 3 == 1  # a standalone cluster, workers on two loopback hosts
         events: list[tuple[float, str]] = [
@@ -108,6 +111,14 @@ class Plan:
             events=sorted(events),
             max_records_per_batch=rng.choice([50, 150, 400]),
             partial=short or rng.random() < 0.5,
+            consumer="efo" if efo else "polling",
+            subscribe_faults={
+                "in_use": rng.uniform(0.05, 0.15),
+                "limit": rng.uniform(0.05, 0.1),
+                "internal": 0.03,
+            }
+            if efo
+            else {},
         )
 
 
@@ -243,6 +254,7 @@ class ChaosRun:
                 "shardDiscoveryIntervalMs": "1000",
                 "maxFetchTimeMs": "3000",
                 "idlePollIntervalMs": "200",
+                "consumerType": self.plan.consumer,
             },
             "checkpoint": str(self.work / "cp"),
             "out": str(self.work / "out"),
@@ -423,6 +435,7 @@ class ChaosRun:
                 read_faults=plan.read_faults,
                 call_faults=plan.call_faults,
                 delay=plan.delay,
+                subscribe_faults=plan.subscribe_faults,
             ) as proxy:
                 cfg = self._config(proxy)
                 producer.start()

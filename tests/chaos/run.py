@@ -39,7 +39,8 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         f"{sum(len(r.missed) for r in results)} scheduled faults that found nothing to hit, "
         f"{sum(not r.ok for r in results)} failed runs.",
         "",
-        "Each run: a local Kinesis (kinesis-local on even runs, kinesalite on odd ones; persistence on), a "
+        "Each run: a local Kinesis (kinesis-local on even runs, kinesalite on odd ones; persistence on; every "
+        "fourth run reads by enhanced fan-out, marked efo), a "
         "fault proxy in front of it for the connector, a producer putting numbered records with 12 partition "
         "keys, and the query in its own driver process writing each batch with foreachBatch to Parquet "
         "(overwrite per batch id: idempotent). A seeded schedule says when faults are due; each fires only "
@@ -51,7 +52,7 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
-        "GetShardIterator; `proxy delay` held-back responses; `proxy "
+        "GetShardIterator; `proxy in_use/limit/internal` refused SubscribeToShard calls (efo runs); `proxy delay` held-back responses; `proxy "
         "server-down` calls answered 503 while the server restarted; `driver SIGKILL before tasks` (a batch "
         "logged, none of its tasks recorded) and `driver SIGKILL mid-batch` (a logged batch, some tasks "
         "recorded, not committed); `executor SIGKILL` while a batch is in flight (local-cluster[2,1,1024] "
@@ -71,7 +72,7 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
     for r in results:
         p = r.plan
         lines.append(
-            f"| {p.index} | {p.kind} | {p.master} | {'yes' if p.speculation else 'no'} | {r.seconds:.0f} | "
+            f"| {p.index} | {p.kind}{' (efo)' if p.consumer == 'efo' else ''} | {p.master} | {'yes' if p.speculation else 'no'} | {r.seconds:.0f} | "
             + " | ".join(str(r.faults.get(k, 0)) for k in kinds)
             + f" | {sum(r.faults.values())} | {r.put} | {r.read} | {r.lost} | {r.duplicated} | "
             f"{r.order_violations} | {r.lineage_violations} | {r.server_lost} | {r.unplanned_exits} | "

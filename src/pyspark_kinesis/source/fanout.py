@@ -29,6 +29,7 @@ from typing import Any
 
 from urllib3.exceptions import HTTPError as StreamBroken
 
+from ..aws.consumers import describe_arn
 from ..aws.errors import (
     CALL_ERRORS,
     error_code,
@@ -38,6 +39,7 @@ from ..aws.errors import (
     is_retryable,
 )
 from ..aws.subscribe import subscribe
+from ..errors import StreamAccessError
 from ..model import INSIDE, TIMESTAMP, Position
 from .columns import Columns
 from .fetching import _BACKOFF_BASE_S, _BACKOFF_MAX_S, _REPLAY_RETRIES, ShardRead
@@ -133,6 +135,12 @@ class FanOutRead(ShardRead):
         if position.kind == TIMESTAMP and is_future_timestamp(exc):
             self.at_tip = self.stop = True
             return
+        if is_not_found(exc) and describe_arn(self.proxy.client, self.consumer) is None:
+            raise StreamAccessError(
+                f"the enhanced fan-out consumer {self.consumer} of {self.proxy.spec.describe()} is no longer "
+                "registered (deregistered while the query ran?). Restart the query: it registers its "
+                "consumer again (with consumerArn, give a registered one)."
+            ) from None
         if is_not_found(exc) or is_foreign_sequence_number(exc):
             self._gone()
             if not self.closed:
