@@ -15,6 +15,8 @@ records arrive:
   SubscribeToShard per second per consumer and shard, none within 5 s of the last successful one
   (`worker_state.SUBSCRIPTIONS`); a ResourceInUseException (another subscription still open, e.g.
   one a previous attempt's worker has not closed yet) is retried after a backoff.
+- A shard known to be closed whose subscription reaches the tip without the event that ends it is
+  checked with one GetRecords (`_confirm_end`): Kinesis sends that event, kinesis-local does not.
 - A read that ends between two events leaves its subscription open for the next batch of the shard
   in this worker, which continues it from exactly this batch's end (see `worker_state.Subscriptions`).
 """
@@ -40,7 +42,7 @@ from ..aws.errors import (
 )
 from ..aws.subscribe import subscribe
 from ..errors import StreamAccessError
-from ..model import INSIDE, TIMESTAMP, Position
+from ..model import END, INSIDE, TIMESTAMP, Position
 from .columns import Columns
 from .fetching import _BACKOFF_BASE_S, _BACKOFF_MAX_S, _REPLAY_RETRIES, ShardRead
 from .offsets import ShardEnd
@@ -127,6 +129,31 @@ class FanOutRead(ShardRead):
             if self._absorb(response) or self._over():
                 return True
         return False
+
+    def _absorb(self, response: dict) -> bool:
+        over = super()._absorb(response)
+        if over and not (self.closed or self.stop or len(response["Records"])) and self._to_shard_end():
+            self._confirm_end()
+        return over
+
+    def _to_shard_end(self) -> bool:
+        return self.limits.closed if self.until is None else self.until.kind == END
+
+    def _confirm_end(self) -> None:
+        """A shard known to be closed, read to the tip, whose subscription has not sent the event that
+        ends it (ChildShards, no continuation): Kinesis sends that event, but a server that does not
+        (kinesis-local) would leave the shard open forever and its children unread. One GetRecords
+        from where the read got to settles it: no records and no next iterator is the shard's end."""
+        position = self.resume
+        if position.kind == INSIDE:
+            return  # inside an aggregate: not at an end yet
+        try:
+            response = self.proxy.get_records(self.proxy.shard_iterator(self.shard, position), 1)
+        except CALL_ERRORS:
+            return  # the next batch asks again
+        if not response["Records"] and response.get("NextShardIterator") is None:
+            self.closed, self.at_tip = True, False
+            self.children = tuple(c["ShardId"] for c in response.get("ChildShards", []))
 
     def _failed(self, exc: BaseException, position: Position) -> None:
         """What a failed subscription means: at the tip (a start ahead of the service's clock), data

@@ -44,21 +44,24 @@ def event_message(event_type: str, payload: bytes, message_type: str = "event") 
 INITIAL_RESPONSE = event_message("initial-response", b"{}")
 
 
-def first_event_type(data: bytes) -> str | None:
-    """The :event-type of the first message in `data`, or None while it is incomplete."""
+def first_message(data: bytes) -> tuple[str, str] | None:
+    """(:message-type, its :event-type or :exception-type) of the first message in `data`, or None
+    while it is incomplete."""
     if len(data) < 4 or len(data) < struct.unpack(">I", data[:4])[0]:
         return None
     buffer = EventStreamBuffer()
     buffer.add_data(data[: struct.unpack(">I", data[:4])[0]])
     for message in buffer:
-        return str(message.headers.get(":event-type", ""))
+        kind = str(message.headers.get(":message-type", ""))
+        return kind, str(message.headers.get(":event-type") or message.headers.get(":exception-type") or "")
     return None
 
 
-def relay(response: Any, write: Any, max_chunks: int = 10_000_000) -> int:
+def relay(response: Any, write: Any, on_first: Any = None, max_chunks: int = 10_000_000) -> int:
     """Forward an event-stream HTTP body from `response` (http.client) to `write` (one HTTP chunk per
-    call) as it arrives, with an `initial-response` in front when the server sent none. Returns the
-    messages' bytes relayed; ends when the server ends the body or the client went away."""
+    call) as it arrives, with an `initial-response` in front when the server sent none; `on_first`
+    gets the first message's (type, event or exception type) (an exception: the subscription was
+    refused). Returns the bytes relayed; ends when the server ends the body or the client went away."""
     head = b""
     checked = False
     sent = 0
@@ -68,11 +71,13 @@ def relay(response: Any, write: Any, max_chunks: int = 10_000_000) -> int:
             break
         if not checked:
             head += data
-            kind = first_event_type(head)
-            if kind is None:
+            first = first_message(head)
+            if first is None:
                 continue
             checked, data = True, head
-            if kind != "initial-response":
+            if on_first is not None:
+                on_first(first)
+            if first[1] != "initial-response":
                 write(INITIAL_RESPONSE)
         write(data)
         sent += len(data)

@@ -89,7 +89,7 @@ class FaultProxy:
         self.delay = delay
         self.subscribe_faults = subscribe_faults or {}
         # SubscribeToShard calls: (monotonic time, calling process id (0: unknown), consumer ARN, shard
-        # id, "ok" or the fault injected)
+        # id, "ok", the fault injected, or the exception the server refused it with)
         self.subscriptions: list[tuple[float, int, str, str, str]] = []
         self.injected: dict[str, int] = {}
         self.calls: Counter[tuple[str, str]] = Counter()  # (agent, operation) -> count
@@ -227,6 +227,7 @@ class FaultProxy:
         fault = self.pick_fault(self.subscribe_faults)
         pid = _PID.search(handler.headers.get("User-Agent", ""))
         with self.lock:
+            entry = len(self.subscriptions)
             self.subscriptions.append(
                 (
                     time.monotonic(),
@@ -267,8 +268,13 @@ class FaultProxy:
                 handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 handler.wfile.flush()
 
+            def first(message: tuple[str, str]) -> None:
+                if message[0] == "exception":  # refused by the server itself (e.g. ResourceInUse)
+                    with self.lock:
+                        self.subscriptions[entry] = (*self.subscriptions[entry][:4], message[1])
+
             try:
-                relay(response, chunk)
+                relay(response, chunk, first)
                 handler.wfile.write(b"0\r\n\r\n")
             except OSError:  # the client closed the subscription: close ours upstream too
                 pass
