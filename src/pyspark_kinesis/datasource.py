@@ -12,7 +12,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 
-from .source.options import parse_options
+from .source.options import parse_options, refuse_fan_out_for_batch_reads
 from .source.readers import KinesisBatchReader, KinesisStreamReader
 from .source.schema import SPARK_SCHEMA
 
@@ -42,7 +42,9 @@ class KinesisDataSource(DataSource):
         return KinesisStreamReader(parse_options(self.options, streaming=True))
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return KinesisBatchReader(parse_options(self._batch_options(), streaming=False))
+        config = parse_options(self._batch_options(), streaming=False)
+        refuse_fan_out_for_batch_reads(config)
+        return KinesisBatchReader(config)
 
     # The sink's modules load only when a query writes: every query starts a fresh planner process
     # (Spark's streaming source runner), and what it imports is paid again on every start.

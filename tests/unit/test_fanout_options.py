@@ -8,7 +8,11 @@ import pytest
 
 from pyspark_kinesis.errors import OptionError
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.options import default_consumer_name, parse_options
+from pyspark_kinesis.source.options import (
+    default_consumer_name,
+    parse_options,
+    refuse_fan_out_for_batch_reads,
+)
 
 BASE = {"streamName": "orders", "region": "eu-west-1", "metadataPath": "/data/meta/orders-etl"}
 ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders/consumer/etl:1700000000"
@@ -83,8 +87,9 @@ def test_bad_consumer_options_name_the_option(options, option, text):
 
 
 def test_efo_is_refused_for_batch_reads():
+    config = parse_options(BASE | {"consumerType": "efo"}, streaming=False)  # schema(): not known yet
     with pytest.raises(OptionError) as info:
-        parse_options(BASE | {"consumerType": "efo"}, streaming=False)
+        refuse_fan_out_for_batch_reads(config)
     assert info.value.option == "consumerType" and "streaming reads only" in str(info.value)
 
 

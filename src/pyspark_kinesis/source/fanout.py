@@ -40,6 +40,7 @@ from ..aws.errors import (
     is_not_found,
     is_retryable,
 )
+from ..aws.kinesis import KinesisProxy
 from ..aws.subscribe import subscribe
 from ..errors import StreamAccessError
 from ..model import END, INSIDE, TIMESTAMP, Position
@@ -66,6 +67,9 @@ class FanOutRead(ShardRead):
         if consumer is None:
             raise RuntimeError(f"{self.proxy.spec.describe()} has no consumer: the query start registers one")
         self.consumer = consumer
+        # SubscribeToShard without botocore's own retries: every attempt must go through the spacing
+        # below (botocore would retry a LimitExceeded within half a second, against the service's rule).
+        self.subscriber = KinesisProxy(self.proxy.spec, agent="reader", max_attempts=1).client
         self.sub_key = (consumer, self.shard)
         self.restart_at: Position | None = None  # where to subscribe after data loss was accepted
         events = SUBSCRIPTIONS.take(self.sub_key, start) if start.kind != INSIDE else None
@@ -96,14 +100,16 @@ class FanOutRead(ShardRead):
         self.restart_at = None
         SUBSCRIPTIONS.before_subscribe(self.sub_key)
         try:
-            events = subscribe(self.proxy.client, self.consumer, self.shard, position)
+            events = subscribe(self.subscriber, self.consumer, self.shard, position)
             first = next(events)  # the call itself runs here: its errors are caught below
         except StopIteration:
+            SUBSCRIPTIONS.answered(self.sub_key, ok=True)
             return None
         except _STREAM_ERRORS as exc:
+            SUBSCRIPTIONS.answered(self.sub_key, ok=False)
             self._failed(exc, position)
             return None
-        SUBSCRIPTIONS.subscribed(self.sub_key)
+        SUBSCRIPTIONS.answered(self.sub_key, ok=True)
         self.skip_from = position
         self.failures = 0
         pending = first

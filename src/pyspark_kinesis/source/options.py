@@ -145,7 +145,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
             "missing; a streaming read records each batch's end there to replay batches exactly",
             'Set .option("metadataPath", "<durable dir or URL>"), e.g. next to the checkpoint location.',
         )
-    consumer_type = _consumer_type(opts, streaming)
+    consumer_type = _consumer_type(opts)
     streams = _with_consumers(streams, consumer_type, metadata_path)
     return SourceConfig(
         consumer_type=consumer_type,
@@ -170,17 +170,23 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
     )
 
 
-def _consumer_type(opts: Mapping[str, str], streaming: bool) -> str:
+def _consumer_type(opts: Mapping[str, str]) -> str:
     value = (opts.get("consumerType") or "polling").strip().lower()
     if value not in ("polling", "efo"):
         raise OptionError("consumerType", f"'{value}' is not polling or efo", "Use polling or efo.")
-    if value == "efo" and not streaming:
+    return value
+
+
+def refuse_fan_out_for_batch_reads(config: SourceConfig) -> None:
+    """A bounded read (spark.read) reads with GetRecords; consumerType=efo there is a mistake to
+    name, not to ignore. (Spark asks a source for its schema before it says whether the read is a
+    stream, so this is checked when the batch reader is made.)"""
+    if config.fan_out:
         raise OptionError(
             "consumerType",
             "efo applies to streaming reads only",
             "Remove it for spark.read (a bounded backfill reads with GetRecords), or use readStream.",
         )
-    return value
 
 
 def default_consumer_name(metadata_path: str) -> str:

@@ -132,9 +132,14 @@ class Subscriptions:
         if turn > now:
             time.sleep(turn - now)
 
-    def subscribed(self, key: tuple[str, str]) -> None:
+    def answered(self, key: tuple[str, str], ok: bool) -> None:
+        """The call was answered: the spacing counts from here (the service saw the call before it
+        answered, so spacing from the answer keeps the calls apart as the service sees them)."""
         with self._lock:
-            self._succeeded[key] = time.monotonic()
+            now = time.monotonic()
+            self._called[key] = max(self._called.get(key, now), now)
+            if ok:
+                self._succeeded[key] = now
 
     def take(self, key: tuple[str, str], position: Position) -> Any | None:
         """The open subscription that continues from `position`, if this process holds one."""

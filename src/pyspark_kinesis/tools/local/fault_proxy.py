@@ -276,8 +276,8 @@ class FaultProxy:
             try:
                 relay(response, chunk, first)
                 handler.wfile.write(b"0\r\n\r\n")
-            except OSError:  # the client closed the subscription: close ours upstream too
-                pass
+            except (OSError, ValueError, http.client.HTTPException):
+                pass  # the client closed the subscription (close ours upstream too), or the server ended it
             handler.close_connection = True
         except OSError:
             handler.close_connection = True
