@@ -71,27 +71,24 @@ def list_consumers(client: Any, stream_arn: str) -> list[Consumer]:
 
 def describe(client: Any, stream_arn: str, name: str) -> Consumer | None:
     """The consumer of that name on the stream, or None if there is none."""
-    try:
-        response = client.describe_stream_consumer(StreamARN=stream_arn, ConsumerName=name)
-    except ClientError as exc:
-        if _code(exc) == "ResourceNotFoundException":
-            return None
-        raise _failure("DescribeStreamConsumer", f"consumer '{name}' of {stream_arn}", exc) from None
-    except BotoCoreError as exc:
-        raise _failure("DescribeStreamConsumer", f"consumer '{name}' of {stream_arn}", exc) from None
-    return Consumer.from_api(response["ConsumerDescription"])
+    args = {"StreamARN": stream_arn, "ConsumerName": name}
+    return _describe(client, args, f"consumer '{name}' of {stream_arn}")
 
 
 def describe_arn(client: Any, consumer_arn: str) -> Consumer | None:
     """The consumer with that ARN, or None if it is not (or no longer) registered."""
+    return _describe(client, {"ConsumerARN": consumer_arn}, f"consumer {consumer_arn}")
+
+
+def _describe(client: Any, args: dict[str, str], subject: str) -> Consumer | None:
     try:
-        response = client.describe_stream_consumer(ConsumerARN=consumer_arn)
+        response = client.describe_stream_consumer(**args)
     except ClientError as exc:
         if _code(exc) == "ResourceNotFoundException":
             return None
-        raise _failure("DescribeStreamConsumer", f"consumer {consumer_arn}", exc) from None
+        raise _failure("DescribeStreamConsumer", subject, exc) from None
     except BotoCoreError as exc:
-        raise _failure("DescribeStreamConsumer", f"consumer {consumer_arn}", exc) from None
+        raise _failure("DescribeStreamConsumer", subject, exc) from None
     return Consumer.from_api(response["ConsumerDescription"])
 
 

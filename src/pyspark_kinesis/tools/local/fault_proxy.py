@@ -51,6 +51,20 @@ _AGENT = re.compile(r"pyspark-kinesis/(\w+)")
 _PID = re.compile(r"pid/(\d+)")
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/x-amz-json-1.1")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)
+
+
+def send_fault(handler: BaseHTTPRequestHandler, fault: str) -> None:
+    """An injected error answer, as Kinesis words it."""
+    code, kind, message = FaultProxy.READ_FAULTS[fault]
+    send_json(handler, code, json.dumps({"__type": kind, "message": message}).encode())
+
+
 class FaultProxy:
     READ_FAULTS: ClassVar[dict[str, tuple[int, str, str]]] = {
         "throttle": (400, "ProvisionedThroughputExceededException", "Rate exceeded for shard (injected)"),
@@ -130,13 +144,7 @@ class FaultProxy:
                     self.close_connection = True
                     return
                 if fault is not None:
-                    code, kind, message = FaultProxy.READ_FAULTS[fault]
-                    payload = json.dumps({"__type": kind, "message": message}).encode()
-                    self.send_response(code)
-                    self.send_header("Content-Type", "application/x-amz-json-1.1")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
+                    send_fault(self, fault)
                     return
                 if target.endswith(".PutRecords") and proxy.reject_fraction > 0:
                     status, headers, payload = proxy.put_records(self.headers, body)
@@ -238,13 +246,7 @@ class FaultProxy:
                 )
             )
         if fault is not None:
-            code, kind, message = FaultProxy.READ_FAULTS[fault]
-            payload = json.dumps({"__type": kind, "message": message}).encode()
-            handler.send_response(code)
-            handler.send_header("Content-Type", "application/x-amz-json-1.1")
-            handler.send_header("Content-Length", str(len(payload)))
-            handler.end_headers()
-            handler.wfile.write(payload)
+            send_fault(handler, fault)
             return
         connection = http.client.HTTPConnection(self.target_host, self.target_port, timeout=600)
         try:
@@ -252,12 +254,7 @@ class FaultProxy:
             connection.request("POST", "/", body=body, headers=send)
             response = connection.getresponse()
             if response.status != 200:
-                payload = response.read()
-                handler.send_response(response.status)
-                handler.send_header("Content-Type", "application/x-amz-json-1.1")
-                handler.send_header("Content-Length", str(len(payload)))
-                handler.end_headers()
-                handler.wfile.write(payload)
+                send_json(handler, response.status, response.read())
                 return
             handler.send_response(200)
             handler.send_header("Content-Type", "application/vnd.amazon.eventstream")
