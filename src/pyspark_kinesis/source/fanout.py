@@ -23,8 +23,7 @@ records arrive:
 
 from __future__ import annotations
 
-import logging
-import random
+import itertools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -45,11 +44,9 @@ from ..aws.subscribe import subscribe
 from ..errors import StreamAccessError
 from ..model import END, INSIDE, TIMESTAMP, Position
 from .columns import Columns
-from .fetching import _BACKOFF_BASE_S, _BACKOFF_MAX_S, _REPLAY_RETRIES, ShardRead
+from .fetching import ShardRead
 from .offsets import ShardEnd
 from .worker_state import SUBSCRIPTIONS
-
-log = logging.getLogger(__name__)
 
 _MAX_SUBSCRIPTIONS = 10_000  # hard bound on one shard's subscriptions in one batch (time stops it first)
 _MAX_EVENTS = 1_000_000  # hard bound on the events one subscription is read for
@@ -112,15 +109,7 @@ class FanOutRead(ShardRead):
         SUBSCRIPTIONS.answered(self.sub_key, ok=True)
         self.skip_from = position
         self.failures = 0
-        pending = first
-
-        def chained() -> Iterator[dict[str, Any]]:
-            yield pending
-            yield from events
-
-        stream = chained()
-        # Closing the chain must close the subscription behind it.
-        return _Closing(stream, events)
+        return _Closing(itertools.chain([first], events), events)
 
     def _drain(self, events: Iterator[dict[str, Any]]) -> bool:
         """Take events until the read is over (True) or the subscription ends or breaks (False)."""
@@ -182,34 +171,21 @@ class FanOutRead(ShardRead):
         code = error_code(exc)
         if not (is_retryable(exc) or code == "ResourceInUseException" or not code):
             raise exc
-        self.failures += 1
-        if self.failures == 1:
-            log.info(
-                "Kinesis stream '%s', shard %s, batch %d, enhanced fan-out: %s; subscribing again",
-                self.proxy.name,
-                self.shard,
-                self.batch,
-                code or exc.__class__.__name__,
-            )
-        if self.until is not None and self.failures > _REPLAY_RETRIES:
-            raise exc
-        pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.failures))
-        if self.until is None:
-            pause = min(pause, max(0.0, self.limits.deadline - time.monotonic()))
-        time.sleep(pause)
+        self._back_off(exc, "enhanced fan-out: subscribing again")
 
 
 class _Closing:
-    """An iterator over `chain` whose close() also closes `source` (the subscription's generator)."""
+    """The subscription's events with its first one put back in front; close() closes the
+    subscription (the generator behind the chain)."""
 
-    def __init__(self, chain: Iterator[dict[str, Any]], source: Any) -> None:
-        self.chain, self.source = chain, source
+    def __init__(self, events: Iterator[dict[str, Any]], subscription: Any) -> None:
+        self.events, self.subscription = events, subscription
 
     def __iter__(self) -> _Closing:
         return self
 
     def __next__(self) -> dict[str, Any]:
-        return next(self.chain)
+        return next(self.events)
 
     def close(self) -> None:
-        self.source.close()
+        self.subscription.close()

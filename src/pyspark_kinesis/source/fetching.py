@@ -143,22 +143,29 @@ class ShardRead(BatchCut):
                 return None
             if not is_retryable(exc):
                 raise
-            self.failures += 1
-            if self.failures == 1:  # once per streak: throttling is routine, a log line per call is noise
-                log.info(
-                    "Kinesis stream '%s', shard %s, batch %d: %s; backing off and trying again",
-                    self.proxy.name,
-                    self.shard,
-                    self.batch,
-                    error_code(exc) or exc.__class__.__name__,
-                )
-            if self.until is not None and self.failures > _REPLAY_RETRIES:
-                raise
-            pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.failures))
-            if self.until is None:
-                pause = min(pause, max(0.0, self.limits.deadline - time.monotonic()))
-            time.sleep(pause)
+            self._back_off(exc, "backing off and trying again")
             return None
+
+    def _back_off(self, exc: BaseException, then: str) -> None:
+        """A transient failure: logged once per streak (throttling is routine, a log line per call is
+        noise), fatal to a replay after too many in a row, else a jittered pause that never outlasts a
+        first attempt's time budget."""
+        self.failures += 1
+        if self.failures == 1:
+            log.info(
+                "Kinesis stream '%s', shard %s, batch %d: %s; %s",
+                self.proxy.name,
+                self.shard,
+                self.batch,
+                error_code(exc) or exc.__class__.__name__,
+                then,
+            )
+        if self.until is not None and self.failures > _REPLAY_RETRIES:
+            raise exc
+        pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.failures))
+        if self.until is None:
+            pause = min(pause, max(0.0, self.limits.deadline - time.monotonic()))
+        time.sleep(pause)
 
     def _absorb(self, response: dict) -> bool:
         """Take a response's records; True when the read is over."""
