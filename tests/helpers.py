@@ -6,6 +6,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import pairwise
 
 import boto3
 
@@ -128,3 +129,17 @@ def read_all(kinesis, stream: str) -> list[bytes]:
             if not response["Records"] or iterator is None:
                 break
     return out
+
+
+def assert_subscribe_rules(calls: list[tuple[float, str]]) -> None:
+    """SubscribeToShard calls (time, outcome) on one consumer and shard keep the service's rules: at
+    most one per second, and none within 5 s of the last one that succeeded (a small margin for timer
+    granularity)."""
+    gaps = [b[0] - a[0] for a, b in pairwise(calls)]
+    assert all(g >= 0.95 for g in gaps), f"calls closer than 1 s: {gaps}: {calls}"
+    last_ok = None
+    for at, outcome in calls:
+        if last_ok is not None:
+            assert at - last_ok >= 4.9, f"a subscription within 5 s of the last successful one: {calls}"
+        if outcome == "ok":
+            last_ok = at

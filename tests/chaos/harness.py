@@ -45,6 +45,7 @@ _LABELS = {  # scheduled fault kind -> the column it is counted in once delivere
     "kill-executor": "executor SIGKILL",
     "reshard": "reshard",
     "restart-server": "server restart",
+    "kill-fanout-agent": "fan-out agent SIGKILL",
 }
 
 
@@ -88,6 +89,8 @@ class Plan:
             events.append((rng.uniform(0.4, 0.6) * seconds, "restart-server"))
         if cluster or standalone:
             events += [(rng.uniform(0.2, 0.8) * seconds, "kill-executor") for _ in range(2)]
+        if efo:  # the executors' fan-out agents hold the subscriptions: lose one mid-batch
+            events.append((rng.uniform(0.3, 0.7) * seconds, "kill-fanout-agent"))
         return Plan(
             index=index,
             seed=seed,
@@ -194,6 +197,15 @@ class Producer(threading.Thread):
 
 def _session_pids(session: int) -> list[tuple[int, str]]:
     """(pid, command line) of live processes in a session (the driver's, started with its own)."""
+    return [(pid, command) for pid, command, sid in _processes() if sid == session]
+
+
+def _all_pids() -> list[tuple[int, str]]:
+    return [(pid, command) for pid, command, _sid in _processes()]
+
+
+def _processes() -> list[tuple[int, str, int]]:
+    """(pid, command line, session) of live processes."""
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -206,8 +218,7 @@ def _session_pids(session: int) -> list[tuple[int, str]]:
             )
         except (OSError, ValueError, IndexError):
             continue
-        if sid == session:
-            out.append((int(entry), command))
+        out.append((int(entry), command.strip(), sid))
     return out
 
 
@@ -318,6 +329,8 @@ class ChaosRun:
             return hit
         if kind == "kill-executor":
             return self._kill_executor(cfg)
+        if kind == "kill-fanout-agent":
+            return self._kill_fanout_agent(cfg)
         if kind == "reshard":
             return self._reshard(kin)
         if kind == "restart-server":  # felt only by a running query (one that calls while it is down)
@@ -342,6 +355,33 @@ class ChaosRun:
                 os.kill(victim, signal.SIGKILL)
                 return f"executor {victim} while batch {batch} was in flight"
             time.sleep(0.02)
+        return None
+
+    def _kill_fanout_agent(self, cfg: dict[str, Any]) -> str | None:
+        """SIGKILL a fan-out agent of this run's executors (its owner, the Python daemon, is one of
+        the run's processes) while a batch is in flight: its subscriptions and the events it held are
+        gone, and the reads must subscribe again from their own positions."""
+        if not self._ready(cfg):
+            return None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.driver is not None:
+            sessions = [self.driver.pid]
+            if self.cluster is not None:
+                sessions = [w.pid for w in self.cluster.worker_processes if w is not None]
+            ours = {p for s in sessions for p, _cmd in _session_pids(s)}
+            agents = [
+                pid
+                for pid, cmd in _all_pids()
+                if "pyspark_kinesis.source.fanout_agent" in cmd
+                and cmd.split()[-1].isdigit()
+                and int(cmd.split()[-1]) in ours
+            ]
+            batch = in_flight(self.work / "cp")
+            if batch is not None and agents:
+                victim = self.rng.choice(agents)
+                os.kill(victim, signal.SIGKILL)
+                return f"fan-out agent {victim} while batch {batch} was in flight"
+            time.sleep(0.05)
         return None
 
     def _reshard(self, kin: Any) -> str:

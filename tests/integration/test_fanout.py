@@ -5,16 +5,24 @@ the consumer found again by a restarted query, and the service's subscription ru
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
-from itertools import pairwise
 
 import pytest
 
 from pyspark_kinesis.aws import consumers
 from pyspark_kinesis.source.options import default_consumer_name
 from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
-from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
+from tests.helpers import (
+    assert_exactly_once,
+    assert_key_order,
+    assert_shard_order,
+    assert_subscribe_rules,
+    client,
+    new_stream,
+    put,
+)
 from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
 
 pytestmark = pytest.mark.kinesis
@@ -92,22 +100,65 @@ def test_subscriptions_keep_the_service_rules_and_survive_refusals(spark, kinesi
         run_available_now(spark, df, str(tmp_path / "cp"), collector, timeout_s=300)
     assert_exactly_once(collector.rows, expected)
     assert proxy.injected.get("in_use") and proxy.injected.get("limit"), "no refusal was injected"
-    by_shard: dict[tuple[int, str, str], list[tuple[float, str]]] = defaultdict(list)
+    # Every SubscribeToShard came from the executor's one fan-out agent, whichever Python worker ran
+    # the read, so the service's rules are kept per consumer and shard across the whole executor.
+    assert len({pid for _t, pid, *_ in proxy.subscriptions} - {0}) == 1, proxy.subscriptions
+    by_shard: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
     for at, pid, consumer, shard, outcome in proxy.subscriptions:
-        assert pid, "a SubscribeToShard call without the reader's process id"
-        by_shard[(pid, consumer, shard)].append((at, outcome))
+        assert pid, "a SubscribeToShard call without the caller's process id"
+        by_shard[(consumer, shard)].append((at, outcome))
     for calls in by_shard.values():
-        # Within a process (the pacing is per Python worker; across workers the service refuses and
-        # the reader backs off): at most one SubscribeToShard per second per consumer and shard, and
-        # none within 5 s of the last one that succeeded (a small margin for timer granularity).
-        gaps = [b[0] - a[0] for a, b in pairwise(calls)]
-        assert all(g >= 0.95 for g in gaps), f"calls closer than 1 s: {gaps}: {calls}"
-        last_ok = None
-        for at, outcome in calls:
-            if last_ok is not None:
-                assert at - last_ok >= 4.9, "a subscription within 5 s of the last successful one"
-            if outcome == "ok":
-                last_ok = at
+        assert_subscribe_rules(calls)
+
+
+def test_a_running_efo_query_continues_its_subscriptions_from_batch_to_batch(
+    spark, kinesis_local, proxy, tmp_path
+):
+    """Batch after batch, each shard's read continues the subscription the last batch left in the
+    executor's agent, whichever Python worker Spark runs it in: a handful of SubscribeToShard calls
+    for many batches, not one (and a 5 s wait) per batch."""
+    kinesis = client(kinesis_local.endpoint)
+    stream = new_stream(kinesis, 2)
+    collector = Collector()
+    query = start_running(_efo(spark, proxy, stream, str(tmp_path / "meta")), str(tmp_path / "cp"), collector)
+    expected: list[str] = []
+    try:
+        wait_for(lambda: proxy.subscriptions, 120, "the first subscriptions", query)
+        for round_ in range(12):
+            expected += put(kinesis, stream, round_ * 20, 20)
+            time.sleep(1.0)
+        wait_for(lambda: len(collector.rows) >= len(expected), 120, "every record", query)
+        batches = sum(1 for _b, rows in collector.batches if rows)
+    finally:
+        query.stop()
+    assert_exactly_once(collector.rows, expected)
+    ok = [s for s in proxy.subscriptions if s[4] == "ok"]
+    assert batches >= 8, f"only {batches} batches: the test shows nothing"
+    assert len(ok) <= 2 * 2, (
+        f"{len(ok)} subscriptions for {batches} batches on 2 shards: {proxy.subscriptions}"
+    )
+
+
+def test_an_efo_query_started_at_latest_neither_hangs_nor_reads_older_records(
+    spark, kinesis_local, proxy, tmp_path
+):
+    """LATEST is pinned to the query's start time (as with polling), so the first AvailableNow run
+    ends at once on a stream with old records and no new ones, instead of waiting for a push that
+    never comes, and the next run reads exactly what was put after that start."""
+    kinesis = client(kinesis_local.endpoint)
+    stream = new_stream(kinesis, 2)
+    put(kinesis, stream, 0, 100)  # before the query starts: not to be read
+    meta, checkpoint = str(tmp_path / "meta"), str(tmp_path / "cp")
+
+    def latest():
+        return reader(spark, proxy.endpoint, stream, meta, consumerType="efo", startingPosition="LATEST")
+
+    collector = Collector()
+    run_available_now(spark, latest(), checkpoint, collector, timeout_s=120)
+    assert collector.rows == []
+    expected = put(kinesis, stream, 100, 60)
+    run_available_now(spark, latest(), checkpoint, collector, timeout_s=120)
+    assert_exactly_once(collector.rows, expected)
 
 
 def test_bad_efo_options_fail_at_load(spark, kinesis_local, tmp_path):

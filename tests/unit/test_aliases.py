@@ -28,6 +28,8 @@ SAMPLES = {
     "awsSecretKey": ("secret-example",) * 2,
     "externalId": ("ext-1",) * 2,
     "maxShardsPerTask": ("3",) * 2,
+    "consumerType": ("efo",) * 2,
+    "consumerName": ("etl",) * 2,
 }
 CONVERTED = {
     "kinesis.maxFetchTimePerShardSec": ("12", "12000"),
@@ -35,6 +37,7 @@ CONVERTED = {
     "maxFetchDuration": ("1500ms", "1500"),
     "shardFetchInterval": ("1 minute", "60000"),
     "maxFetchRate": ("1.5", "1500000"),
+    "kinesis.consumerType": ("SubscribeToShard", "efo"),
 }
 
 
@@ -46,6 +49,7 @@ def needs(canonical: str) -> dict[str, str]:
         "stsEndpointUrl": {"roleArn": SAMPLES["roleArn"][1]},
         "awsAccessKeyId": {"awsSecretKey": SAMPLES["awsSecretKey"][1]},
         "awsSecretKey": {"awsAccessKeyId": SAMPLES["awsAccessKeyId"][1]},
+        "consumerName": {"consumerType": "efo"},
     }
     return extra.get(canonical, {})
 
@@ -84,7 +88,10 @@ def test_an_option_given_twice_with_two_values_is_refused():
     assert same.streams[0].name == "orders"
 
 
-@pytest.mark.parametrize(("alias", "value"), [("maxFetchDuration", "10"), ("maxFetchRate", "fast")])
+@pytest.mark.parametrize(
+    ("alias", "value"),
+    [("maxFetchDuration", "10"), ("maxFetchRate", "fast"), ("kinesis.consumerType", "EFO")],
+)
 def test_bad_values_of_converted_aliases_name_the_alias(alias, value):
     with pytest.raises(OptionError) as info:
         parse_options(BASE | {alias: value}, streaming=True)

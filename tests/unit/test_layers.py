@@ -38,7 +38,19 @@ ALLOWED = {
     "sink": {"aws", "config", "model", "errors"},
 }
 # Executor-side modules of the source: never import a driver-only module, not even lazily.
-EXECUTOR = {"reading", "fetching", "cutting", "columns", "worker_state", "deaggregation", "faults", "schema"}
+EXECUTOR = {
+    "reading",
+    "fetching",
+    "fanout",
+    "fanout_link",
+    "fanout_agent",
+    "cutting",
+    "columns",
+    "worker_state",
+    "deaggregation",
+    "faults",
+    "schema",
+}
 
 
 def module_name(path: Path) -> str:

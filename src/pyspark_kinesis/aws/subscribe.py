@@ -7,9 +7,10 @@ the shape a GetRecords response has in `fetching`: "Records" (Arrow columns), "N
 "MillisBehindLatest" and "ChildShards", so the batch logic (limits, aggregates, replay bounds, child
 shards) is the same code for both ways of reading.
 
-A subscription is an HTTP response that stays open for up to 5 minutes; the generator closes it when
-the reader stops asking for events (or on any error), so no subscription outlives its reader by
-accident. Errors reach the caller as botocore raises them: ClientError (ResourceInUseException,
+A subscription is an HTTP response that stays open for up to 5 minutes. It is read by one thread
+(the fan-out agent's reader) and may be closed from another (a read that is over, the agent's
+reaper): `Subscription.close` closes the HTTP response under the reading thread, which then sees its
+stream end. Errors reach the caller as botocore raises them: ClientError (ResourceInUseException,
 LimitExceededException...) from the call, EventStreamError (a ClientError) from inside the stream.
 """
 
@@ -40,17 +41,29 @@ def to_response(event: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def subscribe(client: Any, consumer_arn: str, shard_id: str, position: Position) -> Iterator[dict[str, Any]]:
-    """The subscription's events from `position` on, as responses (see `to_response`); the HTTP
-    response is closed when the generator is closed or fails."""
-    response = client.subscribe_to_shard(
-        ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position.starting_position()
-    )
-    stream = response["EventStream"]
-    try:
-        for event in stream:
-            body = event.get("SubscribeToShardEvent")
-            if body is not None:
-                yield to_response(body)
-    finally:
-        stream.close()
+class Subscription:
+    """One SubscribeToShard call's event stream. Making the object makes the call (its refusals
+    raise here); `events` yields the responses; `close` may be called from any thread, any number of
+    times."""
+
+    def __init__(self, client: Any, consumer_arn: str, shard_id: str, position: Position) -> None:
+        response = client.subscribe_to_shard(
+            ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position.starting_position()
+        )
+        self._stream = response["EventStream"]
+        self.closed = False
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """The subscription's events as responses, until it ends, fails or is closed."""
+        try:
+            for event in self._stream:
+                body = event.get("SubscribeToShardEvent")
+                if body is not None:
+                    yield to_response(body)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._stream.close()

@@ -48,6 +48,19 @@ def mb_per_second(option: str, text: str) -> str:
         raise OptionError(option, f"'{text}' is not a rate in MB/s", "Give a number, like 1.0.") from None
 
 
+_AWSLABS_CONSUMER_TYPES = {"getrecords": "polling", "subscribetoshard": "efo"}
+
+
+def awslabs_consumer_type(option: str, text: str) -> str:
+    """awslabs' GetRecords / SubscribeToShard -> polling / efo."""
+    found = _AWSLABS_CONSUMER_TYPES.get(text.strip().lower())
+    if found is None:
+        raise OptionError(
+            option, f"'{text}' is not GetRecords or SubscribeToShard", "Give one of those (or consumerType)."
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class Alias:
     canonical: str
@@ -77,6 +90,8 @@ ALIASES: dict[str, Alias] = {
     "kinesis.stsEndpointUrl": Alias("stsEndpointUrl", AWSLABS),
     "kinesis.awsAccessKeyId": Alias("awsAccessKeyId", AWSLABS),
     "kinesis.awsSecretKey": Alias("awsSecretKey", AWSLABS),
+    "kinesis.consumerType": Alias("consumerType", AWSLABS, awslabs_consumer_type),
+    "kinesis.consumerName": Alias("consumerName", AWSLABS),
     # Databricks' connector.
     "streamARN": Alias("streamName", DATABRICKS),
     "endpoint": Alias("endpointUrl", DATABRICKS),
@@ -88,4 +103,5 @@ ALIASES: dict[str, Alias] = {
     "shardFetchInterval": Alias("idlePollIntervalMs", DATABRICKS, duration_ms),
     "maxFetchRate": Alias("shardReadBytesPerSecond", DATABRICKS, mb_per_second),
     "shardsPerTask": Alias("maxShardsPerTask", DATABRICKS),
+    "consumerMode": Alias("consumerType", DATABRICKS),
 }

@@ -6,26 +6,28 @@ bound and caught-up rule, so every exactly-once invariant holds the same way: th
 still recorded first-writer-wins by the task, and a replay reads exactly to it. What differs is how
 records arrive:
 
-- A read subscribes from the batch's start position (LATEST is pinned to a timestamp by the planner
-  as in polling, so a start at LATEST never waits for new data forever) and takes events until a
-  limit, the tip (an event with MillisBehindLatest 0), the shard's end (an event with ChildShards and
+- Subscriptions are held by the executor's fan-out agent (`fanout_agent`), not by the reading Python
+  worker: the read asks it over a local socket (`fanout_link`) for a subscription from the batch's
+  start position (LATEST is pinned to a timestamp by the planner as in polling, so a start at
+  LATEST never waits for new data forever) and takes events until a limit, the tip (an event with MillisBehindLatest 0), the shard's end (an event with ChildShards and
   no continuation), the replay bound or the batch's time budget.
 - A subscription that ends (the service ends each after 5 minutes) or fails with a transient error is
   made again from where the read got to. The service's rules are kept before it is refused: one
   SubscribeToShard per second per consumer and shard, none within 5 s of the last successful one
-  (`worker_state.SUBSCRIPTIONS`); a ResourceInUseException (another subscription still open, e.g.
-  one a previous attempt's worker has not closed yet) is retried after a backoff.
+  (the agent's `Spacing`, per executor); a ResourceInUseException (another subscription still open,
+  e.g. one another executor holds) is retried after a backoff.
 - A shard known to be closed whose subscription reaches the tip without the event that ends it is
   checked with one GetRecords (`_confirm_end`): Kinesis sends that event, kinesis-local does not.
-- A read that ends between two events leaves its subscription open for the next batch of the shard
-  in this worker, which continues it from exactly this batch's end (see `worker_state.Subscriptions`).
+- A read that ends between two events leaves its subscription open in the agent for the shard's next
+  batch, which continues it from exactly this batch's end in whichever Python worker Spark runs it;
+  events pushed meanwhile wait there, so that batch starts with them at once. A read that stopped
+  inside an event closes its subscription (the next read subscribes from its own position).
 """
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from urllib3.exceptions import HTTPError as StreamBroken
@@ -39,22 +41,28 @@ from ..aws.errors import (
     is_not_found,
     is_retryable,
 )
-from ..aws.kinesis import KinesisProxy
-from ..aws.subscribe import subscribe
 from ..errors import StreamAccessError
 from ..model import END, INSIDE, TIMESTAMP, Position
 from .columns import Columns
+from .fanout_link import AgentLink, SubscriptionEnded
 from .fetching import ShardRead
 from .offsets import ShardEnd
-from .worker_state import SUBSCRIPTIONS
 
 _MAX_SUBSCRIPTIONS = 10_000  # hard bound on one shard's subscriptions in one batch (time stops it first)
 _MAX_EVENTS = 1_000_000  # hard bound on the events one subscription is read for
+_REPLAY_WAIT_S = 10.0  # a replay (no deadline) asks for events this long at a time...
+_REPLAY_IDLE_WAITS = 6  # ...and takes this many empty waits in a row as a broken subscription
 _STREAM_ERRORS = (*CALL_ERRORS, StreamBroken, OSError)
 
 
 class FanOutRead(ShardRead):
-    """`ShardRead` whose records come from SubscribeToShard events instead of GetRecords calls."""
+    """`ShardRead` whose records come from SubscribeToShard events instead of GetRecords calls.
+
+    `batch_key` names the read's batch across the query's reads on this executor (see `_drain`)."""
+
+    def __init__(self, *args: Any, batch_key: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch_key = batch_key
 
     def run(self) -> tuple[Columns, ShardEnd]:
         start, until = self.start, self.until
@@ -64,69 +72,109 @@ class FanOutRead(ShardRead):
         if consumer is None:
             raise RuntimeError(f"{self.proxy.spec.describe()} has no consumer: the query start registers one")
         self.consumer = consumer
-        # SubscribeToShard without botocore's own retries: every attempt must go through the spacing
-        # below (botocore would retry a LimitExceeded within half a second, against the service's rule).
-        self.subscriber = KinesisProxy(self.proxy.spec, agent="reader", max_attempts=1).client
-        self.sub_key = (consumer, self.shard)
+        self.link: AgentLink | None = None
         self.restart_at: Position | None = None  # where to subscribe after data loss was accepted
-        events = SUBSCRIPTIONS.take(self.sub_key, start) if start.kind != INSIDE else None
-        for _subscription in range(_MAX_SUBSCRIPTIONS):
-            if self._over():
-                break
-            if events is None:
-                events = self._subscribe()
-                if events is None:
-                    continue
-            if self._drain(events):
-                break
-            events = None  # the subscription ended or broke: a new one from where the read got to
-        between_events = not (self.stop or self.closed) and self.resume.kind != INSIDE
-        if events is not None and until is None and between_events:
-            SUBSCRIPTIONS.put(self.sub_key, self.resume, events)
-        elif events is not None:
-            events.close()
+        self.read_started = time.monotonic()
+        reuse = start.kind != INSIDE  # a subscription kept at exactly this start continues
+        subscribed = False
+        try:
+            for _subscription in range(_MAX_SUBSCRIPTIONS):
+                if self._over():
+                    break
+                if not subscribed:
+                    subscribed, reuse = self._subscribe(reuse), False
+                    if not subscribed:
+                        continue
+                if self._drain():
+                    break
+                subscribed = False  # the subscription ended or broke: a new one from where the read got to
+            between_events = not (self.stop or self.closed) and self.resume.kind != INSIDE
+            if subscribed and until is None and between_events and self.link is not None:
+                # The read took whole events and ended between two: the shard's next batch, in any
+                # worker of this executor, continues this subscription from exactly here.
+                with contextlib.suppress(*_STREAM_ERRORS):  # (a lost agent keeps nothing: no harm)
+                    self.link.keep(self.resume)
+        finally:
+            if self.link is not None:
+                self.link.close()  # closes the subscription unless it was kept
         return self.cols, self._end()
 
     def _over(self) -> bool:
         return self.stop or self.closed or (self.until is None and time.monotonic() > self.limits.deadline)
 
-    def _subscribe(self) -> Iterator[dict[str, Any]] | None:
-        """A new subscription from where the read got to (its first event already waiting), or None
+    def _subscribe(self, reuse: bool) -> bool:
+        """A subscription from where the read got to (with `reuse`, the one kept there if any); False
         after a failure the read survives."""
         position = self.restart_at or self.resume
         self.restart_at = None
-        SUBSCRIPTIONS.before_subscribe(self.sub_key)
         try:
-            events = subscribe(self.subscriber, self.consumer, self.shard, position)
-            first = next(events)  # the call itself runs here: its errors are caught below
-        except StopIteration:
-            SUBSCRIPTIONS.answered(self.sub_key, ok=True)
-            return None
+            if self.link is None or self.link.broken:
+                if self.link is not None:
+                    self.link.close()
+                self.link = AgentLink()
+            fresh = self.link.open(
+                self.proxy.spec, self.consumer, self.shard, position, reuse, self.batch_key
+            )
         except _STREAM_ERRORS as exc:
-            SUBSCRIPTIONS.answered(self.sub_key, ok=False)
             self._failed(exc, position)
-            return None
-        SUBSCRIPTIONS.answered(self.sub_key, ok=True)
-        self.skip_from = position
+            return False
+        if fresh:
+            self.skip_from = position
         self.failures = 0
-        return _Closing(itertools.chain([first], events), events)
+        return True
 
-    def _drain(self, events: Iterator[dict[str, Any]]) -> bool:
-        """Take events until the read is over (True) or the subscription ends or breaks (False)."""
+    def _drain(self) -> bool:
+        """Take events until the read is over (True) or the subscription ends or breaks (False).
+
+        A first attempt of a running query (not AvailableNow, which reads on to the tip) waits at most
+        `push_wait_s` (idlePollIntervalMs) for a push, and less once another read of its batch on this
+        executor has taken records: a quiet shard then holds back neither its batch nor the records
+        other shards brought. Waiting is free here (the agent holds the subscription; no call is made),
+        so the planner does not skip idle shards under fan-out: the wait paces their batches."""
+        link = self.link
+        assert link is not None
+        settle = self.until is None and self.limits.cutoff_ms is None
+        idle = 0
         for _event in range(_MAX_EVENTS):
+            now = time.monotonic()
+            if self.until is not None:
+                wait_s = _REPLAY_WAIT_S
+            else:
+                wait_s = self.limits.deadline - now
+                if settle:
+                    wait_s = min(wait_s, self.read_started + self.limits.push_wait_s - now)
             try:
-                response = next(events)
-            except StopIteration:
+                response = link.next_event(min(_REPLAY_WAIT_S, max(0.01, wait_s)), settle)
+            except SubscriptionEnded:
                 return False
             except _STREAM_ERRORS as exc:
                 self._failed(exc, self.resume)
                 return False
+            if response is None:  # nothing pushed within the wait
+                idle += 1
+                if settle and (
+                    link.settled or time.monotonic() >= self.read_started + self.limits.push_wait_s
+                ):
+                    self.at_tip = link.behind == 0
+                    if self._to_shard_end() and not self.cols:
+                        self._confirm_end()  # a closed shard whose server stopped pushing (kinesis-local)
+                    return True
+                if self._over():
+                    return True
+                if idle >= _REPLAY_IDLE_WAITS:
+                    self._failed(ConnectionError("no event from the subscription for a minute"), self.resume)
+                    return False
+                continue
+            idle = 0
             if self._absorb(response) or self._over():
                 return True
         return False
 
     def _absorb(self, response: dict) -> bool:
         over = super()._absorb(response)
+        if over and self.at_tip and not (self.stop or self.closed) and self.link and self.link.pending:
+            self.at_tip = False  # at the tip when pushed, but more events have come since: read on
+            return False
         if over and not (self.closed or self.stop or len(response["Records"])) and self._to_shard_end():
             self._confirm_end()
         return over
@@ -172,20 +220,3 @@ class FanOutRead(ShardRead):
         if not (is_retryable(exc) or code == "ResourceInUseException" or not code):
             raise exc
         self._back_off(exc, "enhanced fan-out: subscribing again")
-
-
-class _Closing:
-    """The subscription's events with its first one put back in front; close() closes the
-    subscription (the generator behind the chain)."""
-
-    def __init__(self, events: Iterator[dict[str, Any]], subscription: Any) -> None:
-        self.events, self.subscription = events, subscription
-
-    def __iter__(self) -> _Closing:
-        return self
-
-    def __next__(self) -> dict[str, Any]:
-        return next(self.events)
-
-    def close(self) -> None:
-        self.subscription.close()

@@ -58,7 +58,11 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
         "2000000",
         "Read quota per shard (Kinesis: 2 MB/s); calls are paced to it. 0 turns byte pacing off.",
     ),
-    "idlePollIntervalMs": ("500", "A shard found at the tip is not polled again sooner than this."),
+    "idlePollIntervalMs": (
+        "500",
+        "A shard found at the tip is not polled again sooner than this (under fan-out: how long a read "
+        "waits for a push).",
+    ),
     "shardDiscoveryIntervalMs": ("10000", "ListShards runs at most this often while the query runs."),
     "consumerType": (
         "polling",

@@ -289,8 +289,10 @@ class Planner:
             for sid in lineage.readable(streams[key])
             if (key, sid) not in drained
             # AvailableNow reads on until every shard is drained: returning `start` would end the run.
+            # (Under fan-out a read waits for pushes in the executor's agent instead: no idle skip.)
             and not (
                 self.cutoff_ms is None
+                and not self.config.fan_out
                 and streams[key][sid].idle
                 and now - streams[key][sid].polled_ms < self.config.idle_poll_interval_ms
             )

@@ -62,6 +62,7 @@ def _fetch_all(
             bytes_per_second=config.shard_read_bytes_per_second,
             closed=piece.closed,
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
+            push_wait_s=config.idle_poll_interval_ms / 1000.0,
         )
         recorded = None if expect is None else expect[piece.ref]
         proxy = proxies[piece.stream]
@@ -69,7 +70,14 @@ def _fetch_all(
             from .fanout import FanOutRead
 
             return FanOutRead(
-                proxy, piece.shard_id, piece.start, limits, recorded, plan.batch, config.fail_on_data_loss
+                proxy,
+                piece.shard_id,
+                piece.start,
+                limits,
+                recorded,
+                plan.batch,
+                config.fail_on_data_loss,
+                batch_key=f"{config.metadata_path}#{plan.batch}",
             ).run()
         return fetch_shard(
             proxy, piece.shard_id, piece.start, limits, recorded, config.fail_on_data_loss, plan.batch

@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ class LatencyRun:
     delays: list[float]  # seconds from just before each put to its foreachBatch call having its rows
     first_batch_s: float  # the query's first batch, start to commit: Python workers start cold
     put: int
+    push_interval_s: float | None = None  # efo: the server's median gap between a subscription's events
 
 
 def run_latency(
@@ -92,7 +94,49 @@ def run_latency(
         stop.set()
         query.stop()
         spark.stop()
-    return LatencyRun(delays, first_batch_s, put[0])
+        pushes = push_interval(client, proxy.endpoint, stream) if proxy is not None else None
+    return LatencyRun(delays, first_batch_s, put[0], pushes)
+
+
+def push_interval(client: Any, endpoint: str, stream: str, seconds: float = 6.0) -> float:
+    """The server's median gap between one subscription's events while records are put every 0.1 s:
+    how long a record can wait in the server before it is pushed at all (on a subscription of its own,
+    through the proxy at `endpoint`)."""
+    from ...aws.consumers import ensure_consumer
+    from ...aws.subscribe import Subscription
+    from ...model import Position
+
+    arn = client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    consumer = ensure_consumer(client, arn, "bench-push-probe", 60).arn
+    shard = client.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    start = Position.at_timestamp(int(time.time() * 1000))
+    subscription = Subscription(kinesis_client(endpoint), consumer, shard, start)
+    arrivals: list[float] = []
+    stop = threading.Event()
+
+    def put() -> None:
+        for n in range(int(seconds * 10) + 20):  # bounded: a record every 0.1 s for the probe's length
+            if stop.is_set():
+                return
+            client.put_record(StreamName=stream, Data=b"probe", PartitionKey=f"p{n}")
+            time.sleep(0.1)
+
+    producer = threading.Thread(target=put, daemon=True)
+    producer.start()
+    deadline = time.monotonic() + seconds
+    try:
+        for _event in subscription.events():
+            arrivals.append(time.monotonic())
+            if time.monotonic() > deadline:
+                break
+    finally:
+        stop.set()
+        subscription.close()
+        producer.join(10)
+    gaps = [b - a for a, b in pairwise(arrivals[1:])]  # (the first event comes at once)
+    if not gaps:
+        raise RuntimeError("the probe subscription received fewer than three events")
+    return statistics.median(gaps)
 
 
 def latency_row(run: LatencyRun, label: str) -> str:
@@ -118,7 +162,8 @@ def markdown_modes(runs: dict[str, LatencyRun], rate: int, seconds: int, shards:
                 "once with polling (GetRecords) and once with enhanced fan-out (SubscribeToShard, through the test "
                 "proxy that adds the `initial-response` event kinesis-local leaves out). On Kinesis, fan-out "
                 "propagates records in about 70 ms against about 200 ms for polling (AWS's figures); a local "
-                "server shows what the connector adds, not the service's propagation.",
+                "server shows what the connector adds, not the service's propagation."
+                + push_note(runs.get("efo")),
                 "",
                 "| reading | records put | records arrived | p50 | p90 | p99 | max |",
                 "|---|---|---|---|---|---|---|",
@@ -126,6 +171,17 @@ def markdown_modes(runs: dict[str, LatencyRun], rate: int, seconds: int, shards:
             ]
         )
         + "\n"
+    )
+
+
+def push_note(run: LatencyRun | None) -> str:
+    if run is None or run.push_interval_s is None:
+        return ""
+    return (
+        f" kinesis-local pushes a subscription's events every {run.push_interval_s:.2f} s (the median gap "
+        "between events on a probe subscription of the same stream while records were put every 0.1 s, "
+        f"after the efo run), so under fan-out a record waits {run.push_interval_s / 2:.2f} s on average in "
+        "the server before it is pushed at all; Kinesis pushes records as they arrive."
     )
 
 
