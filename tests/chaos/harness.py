@@ -541,11 +541,16 @@ class ChaosRun:
         and the server must hold exactly what the producer was told it wrote."""
         rows = output_rows(self.work / "out")
         seen = Counter(bytes(r["data"]).decode() for r in rows)
-        truth = Counter(_everything_in(kin, self.stream))
+        held = _everything_in(kin, self.stream)
+        truth = Counter(data for _shard, _seq, data in held)
         result = self.result
         result.put, result.read = len(acknowledged), sum(seen.values())
         result.server_lost = len(set(acknowledged) - set(truth)) + sum(c - 1 for c in truth.values() if c > 1)
         result.lost = sum(max(0, count - seen[p]) for p, count in truth.items())
+        if result.lost:  # which ones, for the run's post-mortem (kept with --keep)
+            (self.work / "lost.txt").write_text(
+                "".join(f"{shard} {seq} {data}\n" for shard, seq, data in held if not seen[data])
+            )
         result.duplicated = sum(max(0, count - truth[p]) for p, count in seen.items() if p in truth)
         result.extra = sum(count for p, count in seen.items() if p not in truth)
         last: dict[str, int] = {}
@@ -566,8 +571,9 @@ class ChaosRun:
                     result.lineage_violations += 1
 
 
-def _everything_in(kin: Any, stream: str) -> list[str]:
-    """Every record the server holds in the stream (closed shards included): the ground truth."""
+def _everything_in(kin: Any, stream: str) -> list[tuple[str, str, str]]:
+    """Every record the server holds in the stream (closed shards included), as (shard, sequence
+    number, data): the ground truth."""
     out = []
     shards = kin.list_shards(StreamName=stream)["Shards"]
     for shard in shards:
@@ -576,7 +582,7 @@ def _everything_in(kin: Any, stream: str) -> list[str]:
         )["ShardIterator"]
         for _call in range(10_000):
             response = kin.get_records(ShardIterator=iterator, Limit=10_000)
-            out += [r["Data"].decode() for r in response["Records"]]
+            out += [(shard["ShardId"], r["SequenceNumber"], r["Data"].decode()) for r in response["Records"]]
             iterator = response.get("NextShardIterator")
             if iterator is None or (not response["Records"] and response.get("MillisBehindLatest", 0) == 0):
                 break

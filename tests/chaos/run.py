@@ -7,6 +7,7 @@ lost, duplicated, reordered or invented a record, or could not finish.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -91,9 +92,12 @@ def main(
     seed: int = typer.Option(1, help="Seed of the fault schedules."),
     first: int = typer.Option(0, min=0, help="Index of the first run (to replay one run of a seed)."),
     write: str = typer.Option(None, help="Also write the table as Markdown to this file."),
+    keep: str = typer.Option(
+        None, help="Keep each run's files (checkpoint, records, output) under this directory."
+    ),
 ) -> None:
     results = []
-    with tempfile.TemporaryDirectory(prefix="chaos-") as work:
+    with contextlib.nullcontext(keep) if keep else tempfile.TemporaryDirectory(prefix="chaos-") as work:
         for index in range(first, first + runs):
             plan = Plan.draw(index, seed, seconds)
             result = ChaosRun(plan, Path(work) / f"run-{index}").run()

@@ -74,7 +74,7 @@ class FanOutRead(ShardRead):
         self.consumer = consumer
         self.link: AgentLink | None = None
         self.restart_at: Position | None = None  # where to subscribe after data loss was accepted
-        self.read_started = time.monotonic()
+        self.read_started, self.read_wall = time.monotonic(), time.time()
         reuse = start.kind != INSIDE  # a subscription kept at exactly this start continues
         subscribed = False
         try:
@@ -158,6 +158,8 @@ class FanOutRead(ShardRead):
                     self.at_tip = link.behind == 0
                     if self._to_shard_end() and not self.cols:
                         self._confirm_end()  # a closed shard whose server stopped pushing (kinesis-local)
+                    elif self._to_shard_end():
+                        self.at_tip = False
                     return True
                 if self._over():
                     return True
@@ -171,6 +173,11 @@ class FanOutRead(ShardRead):
         return False
 
     def _absorb(self, response: dict) -> bool:
+        if response.get("MillisBehindLatest") == 0 and response.get("ReceivedAt", 1e18) < self.read_wall:
+            # Pushed before this read started (it waited in the agent): "at the tip" was true then, not
+            # now. Taken as the tip it would end an AvailableNow run with records before its cutoff
+            # unread, so it proves nothing here; a later event does.
+            response = {**response, "MillisBehindLatest": -1}
         over = super()._absorb(response)
         if over and self.at_tip and not (self.stop or self.closed) and self.link and self.link.pending:
             self.at_tip = False  # at the tip when pushed, but more events have come since: read on
@@ -179,10 +186,17 @@ class FanOutRead(ShardRead):
             self._confirm_end()
         return over
 
+    def _confirm_end(self) -> None:
+        """(See `_confirm_closed`.) A closed shard is never "at the tip" until its end is confirmed:
+        an AvailableNow run takes a shard at the tip as done, and would then never read its children."""
+        self._confirm_closed()
+        if not self.closed:
+            self.at_tip = False
+
     def _to_shard_end(self) -> bool:
         return self.limits.closed if self.until is None else self.until.kind == END
 
-    def _confirm_end(self) -> None:
+    def _confirm_closed(self) -> None:
         """A shard known to be closed, read to the tip, whose subscription has not sent the event that
         ends it (ChildShards, no continuation): Kinesis sends that event, but a server that does not
         (kinesis-local) would leave the shard open forever and its children unread. One GetRecords

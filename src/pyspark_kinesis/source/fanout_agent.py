@@ -115,6 +115,7 @@ class Held:
     def _pump(self) -> None:
         try:
             for response in self.subscription.events():
+                response["ReceivedAt"] = time.time()  # see `fanout.FanOutRead._absorb`
                 if not self._put(("event", response)):
                     return
             self._put(("end", None))
