@@ -25,6 +25,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -337,8 +338,11 @@ class ChaosRun:
             return self._restart_server(producer, proxy) if self._ready(cfg) else None
         raise ValueError(kind)
 
-    def _kill_executor(self, cfg: dict[str, Any]) -> str | None:
-        """SIGKILL one executor JVM while a batch is in flight."""
+    def _kill_in_flight(
+        self, cfg: dict[str, Any], label: str, pick: Callable[[list[tuple[int, str]]], list[int]]
+    ) -> str | None:
+        """SIGKILL one of the processes `pick` chooses (given the run's processes, as (pid, command
+        line)) while a batch is in flight."""
         if not self._ready(cfg):
             return None
         deadline = time.monotonic() + 60
@@ -347,42 +351,34 @@ class ChaosRun:
             sessions = [self.driver.pid]
             if self.cluster is not None:  # a standalone cluster's executors belong to its workers
                 sessions = [w.pid for w in self.cluster.worker_processes if w is not None]
-            executors = [
-                p for s in sessions for p, cmd in _session_pids(s) if "CoarseGrainedExecutorBackend" in cmd
-            ]
-            if batch is not None and executors:
-                victim = self.rng.choice(executors)
+            victims = pick([entry for s in sessions for entry in _session_pids(s)])
+            if batch is not None and victims:
+                victim = self.rng.choice(victims)
                 os.kill(victim, signal.SIGKILL)
-                return f"executor {victim} while batch {batch} was in flight"
+                return f"{label} {victim} while batch {batch} was in flight"
             time.sleep(0.02)
         return None
 
+    def _kill_executor(self, cfg: dict[str, Any]) -> str | None:
+        """SIGKILL one executor JVM while a batch is in flight."""
+        return self._kill_in_flight(
+            cfg, "executor", lambda ours: [p for p, cmd in ours if "CoarseGrainedExecutorBackend" in cmd]
+        )
+
     def _kill_fanout_agent(self, cfg: dict[str, Any]) -> str | None:
-        """SIGKILL a fan-out agent of this run's executors (its owner, the Python daemon, is one of
-        the run's processes) while a batch is in flight: its subscriptions and the events it held are
-        gone, and the reads must subscribe again from their own positions."""
-        if not self._ready(cfg):
-            return None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.driver is not None:
-            sessions = [self.driver.pid]
-            if self.cluster is not None:
-                sessions = [w.pid for w in self.cluster.worker_processes if w is not None]
-            ours = {p for s in sessions for p, _cmd in _session_pids(s)}
-            agents = [
+        """SIGKILL a fan-out agent of this run's executors while a batch is in flight: its
+        subscriptions and the events it held are gone, and the reads must subscribe again from their
+        own positions. An agent is the run's when its owner (the Python daemon, its last argument) is."""
+
+        def agents(ours: list[tuple[int, str]]) -> list[int]:
+            owners = {str(p) for p, _cmd in ours}
+            return [
                 pid
                 for pid, cmd in _all_pids()
-                if "pyspark_kinesis.source.fanout_agent" in cmd
-                and cmd.split()[-1].isdigit()
-                and int(cmd.split()[-1]) in ours
+                if "pyspark_kinesis.source.fanout_agent" in cmd and cmd.split()[-1] in owners
             ]
-            batch = in_flight(self.work / "cp")
-            if batch is not None and agents:
-                victim = self.rng.choice(agents)
-                os.kill(victim, signal.SIGKILL)
-                return f"fan-out agent {victim} while batch {batch} was in flight"
-            time.sleep(0.05)
-        return None
+
+        return self._kill_in_flight(cfg, "fan-out agent", agents)
 
     def _reshard(self, kin: Any) -> str:
         shards = open_shards(kin, self.stream)

@@ -53,7 +53,9 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
-        "GetShardIterator; `proxy in_use/limit/internal` refused SubscribeToShard calls (efo runs); `proxy delay` held-back responses; `proxy "
+        "GetShardIterator; `proxy in_use/limit/internal` refused SubscribeToShard calls (efo runs); `fan-out agent SIGKILL` "
+        "the executor's fan-out agent, holding the subscriptions, killed while a batch is in flight (efo "
+        "runs); `proxy delay` held-back responses; `proxy "
         "server-down` calls answered 503 while the server restarted; `driver SIGKILL before tasks` (a batch "
         "logged, none of its tasks recorded) and `driver SIGKILL mid-batch` (a logged batch, some tasks "
         "recorded, not committed); `executor SIGKILL` while a batch is in flight (local-cluster[2,1,1024] "

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from pyspark_kinesis.aws import consumers
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.fanout_agent import RESUBSCRIBE_AFTER_S
+from pyspark_kinesis.source.fanout_hub import RESUBSCRIBE_AFTER_S
 from pyspark_kinesis.source.fanout_link import AgentLink, socket_path
 from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.tools.local.fault_proxy import FaultProxy

@@ -44,6 +44,7 @@ EXECUTOR = {
     "fanout",
     "fanout_link",
     "fanout_agent",
+    "fanout_hub",
     "cutting",
     "columns",
     "worker_state",

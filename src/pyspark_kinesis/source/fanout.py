@@ -9,8 +9,11 @@ records arrive:
 - Subscriptions are held by the executor's fan-out agent (`fanout_agent`), not by the reading Python
   worker: the read asks it over a local socket (`fanout_link`) for a subscription from the batch's
   start position (LATEST is pinned to a timestamp by the planner as in polling, so a start at
-  LATEST never waits for new data forever) and takes events until a limit, the tip (an event with MillisBehindLatest 0), the shard's end (an event with ChildShards and
-  no continuation), the replay bound or the batch's time budget.
+  LATEST never waits for new data forever) and takes events until a limit, the tip (an event with
+  MillisBehindLatest 0 pushed after the read started: one that waited in the agent says nothing
+  about now), the shard's end (an event with ChildShards and no continuation), the replay bound or
+  the batch's time budget; a running query's read also ends after `idlePollIntervalMs` without a
+  push, or sooner once another read of its batch took records (`_drain`).
 - A subscription that ends (the service ends each after 5 minutes) or fails with a transient error is
   made again from where the read got to. The service's rules are kept before it is refused: one
   SubscribeToShard per second per consumer and shard, none within 5 s of the last successful one
