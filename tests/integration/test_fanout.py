@@ -144,20 +144,25 @@ def test_an_efo_query_started_at_latest_neither_hangs_nor_reads_older_records(
 ):
     """LATEST is pinned to the query's start time (as with polling), so the first AvailableNow run
     ends at once on a stream with old records and no new ones, instead of waiting for a push that
-    never comes, and the next run reads exactly what was put after that start."""
+    never comes, and the next run reads exactly what was put after that start (naming its consumer
+    by consumerArn)."""
     kinesis = client(kinesis_local.endpoint)
     stream = new_stream(kinesis, 2)
     put(kinesis, stream, 0, 100)  # before the query starts: not to be read
     meta, checkpoint = str(tmp_path / "meta"), str(tmp_path / "cp")
 
-    def latest():
-        return reader(spark, proxy.endpoint, stream, meta, consumerType="efo", startingPosition="LATEST")
+    def latest(**consumer):
+        return reader(
+            spark, proxy.endpoint, stream, meta, consumerType="efo", startingPosition="LATEST", **consumer
+        )
 
     collector = Collector()
     run_available_now(spark, latest(), checkpoint, collector, timeout_s=120)
     assert collector.rows == []
     expected = put(kinesis, stream, 100, 60)
-    run_available_now(spark, latest(), checkpoint, collector, timeout_s=120)
+    # The second run names the consumer the first one registered by its ARN (the consumerArn path).
+    (registered,) = consumers.list_consumers(kinesis, _stream_arn(kinesis, stream))
+    run_available_now(spark, latest(consumerArn=registered.arn), checkpoint, collector, timeout_s=120)
     assert_exactly_once(collector.rows, expected)
 
 

@@ -71,7 +71,8 @@ def _with_consumer(spec: StreamSpec) -> StreamSpec:
                 f"the consumer {spec.consumer_arn} of {spec.describe()} is being deregistered; give a "
                 "registered consumer, or consumerName to have the query register one"
             )
-        found = consumers.ensure_consumer(client, spec.key, found.name)  # waits while CREATING
+        if found.status != consumers.ACTIVE:
+            found = consumers.ensure_consumer(client, spec.key, found.name)  # waits while CREATING
     else:
         assert spec.consumer_name is not None
         found = consumers.ensure_consumer(client, spec.key, spec.consumer_name)

@@ -49,6 +49,7 @@ from urllib.parse import urlparse
 
 _AGENT = re.compile(r"pyspark-kinesis/(\w+)")
 _PID = re.compile(r"pid/(\d+)")
+SERVER_DOWN = json.dumps({"__type": "ServiceUnavailable", "message": "server down"}).encode()
 
 
 def send_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes) -> None:
@@ -206,6 +207,10 @@ class FaultProxy:
                 draw -= rate
         return None
 
+    def note_down(self) -> None:
+        with self.lock:
+            self.injected["server-down"] = self.injected.get("server-down", 0) + 1
+
     def forward(self, headers, body: bytes):
         """The server's answer; 503 ServiceUnavailable while the server is down (being restarted), as
         a load balancer in front of Kinesis would answer."""
@@ -219,10 +224,8 @@ class FaultProxy:
             response = connection.getresponse()
             return response.status, response.getheaders(), response.read()
         except OSError:
-            with self.lock:
-                self.injected["server-down"] = self.injected.get("server-down", 0) + 1
-            payload = json.dumps({"__type": "ServiceUnavailable", "message": "server down"}).encode()
-            return 503, [("Content-Type", "application/x-amz-json-1.1")], payload
+            self.note_down()
+            return 503, [("Content-Type", "application/x-amz-json-1.1")], SERVER_DOWN
         finally:
             connection.close()
 
@@ -251,8 +254,15 @@ class FaultProxy:
         connection = http.client.HTTPConnection(self.target_host, self.target_port, timeout=600)
         try:
             send = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection")}
-            connection.request("POST", "/", body=body, headers=send)
-            response = connection.getresponse()
+            try:
+                connection.request("POST", "/", body=body, headers=send)
+                response = connection.getresponse()
+            except OSError:  # the server is down (being restarted): 503, counted, as for other calls
+                self.note_down()
+                with self.lock:
+                    self.subscriptions[entry] = (*self.subscriptions[entry][:4], "server-down")
+                send_json(handler, 503, SERVER_DOWN)
+                return
             if response.status != 200:
                 send_json(handler, response.status, response.read())
                 return
