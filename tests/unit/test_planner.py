@@ -71,6 +71,19 @@ def test_idle_shards_wait_for_the_poll_interval():
     assert again.batch == 1 and len(again.tasks()) == 2
 
 
+def test_under_fan_out_idle_shards_are_read_every_batch():
+    """Under enhanced fan-out a read waits for pushes in the executor's agent (no call is made), and
+    that wait paces the batches: skipping idle shards would only delay what is pushed meanwhile."""
+    h = one_stream(idlePollIntervalMs="500", consumerType="efo")
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    at_tip = {(A, sid): read(Position.trim_horizon(), 0, tip=True, at_ms=h.clock.now) for sid in ("s0", "s1")}
+    h.run(first, at_tip)
+    h.clock.now += 100
+    again = planner.next_offset(first, None, None)
+    assert again.batch == 1 and len(again.tasks()) == 2
+
+
 def test_listing_waits_for_the_discovery_interval():
     h = one_stream(shardDiscoveryIntervalMs="10000", idlePollIntervalMs="1000000")
     planner = h.planner()

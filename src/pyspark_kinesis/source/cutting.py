@@ -33,9 +33,7 @@ class ShardLimits:
     bytes_per_second: int = 2_000_000  # the shard's read quota; 0: no byte pacing
     closed: bool = False  # ListShards says the shard is closed (see CLOSED_EMPTY_READS)
     fail_on_corrupt_aggregate: bool = False  # onCorruptAggregate=fail
-    push_wait_s: float = (
-        0.5  # enhanced fan-out: how long a read with nothing pushed waits (idlePollIntervalMs)
-    )
+    push_wait_s: float = 0.5  # fan-out: how long a read with nothing pushed waits (idlePollIntervalMs)
 
 
 def _before_or_at(seq: str, sub: int, until: Position) -> bool:
