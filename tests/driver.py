@@ -65,6 +65,16 @@ def in_flight(checkpoint: Path) -> int | None:
     return max(pending) if pending else None
 
 
+def durable_offsets(checkpoint: Path) -> set[int]:
+    """The batches whose offsets Spark wrote to its offset log (under async progress tracking, some)."""
+    return _numbered(checkpoint / "offsets")
+
+
+def ran_batches(out: Path) -> set[int]:
+    """The batches whose rows reached the output."""
+    return {int(p.name.split("=")[1]) for p in out.glob("batch=*") if any(p.glob("*.parquet"))}
+
+
 def committed(checkpoint: Path) -> int:
     """How many batches the query has committed."""
     return len(_numbered(checkpoint / "commits"))

@@ -3,6 +3,7 @@
 - `Position`: a place inside one shard, which round-trips through Spark's offset log.
 - `ShardInfo`: what ListShards says about a shard (lineage, hash-key range, closed or open).
 - `ShardRef`: a shard's identity across the streams of one source, (stream ARN, shard id).
+- `StreamIdentity`: what DescribeStreamSummary says a stream is (ARN, creation time, retention).
 
 Kinesis has no per-shard offset integer; a position is one of: the shard's oldest record, a point in
 time, "after record S" (all its KPL sub-records consumed), "inside aggregate S after sub-record n"
@@ -13,9 +14,21 @@ appears in an offset: the planner pins it to a timestamp when the query first st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 ShardRef = tuple[str, str]  # (stream ARN, shard id): shard ids repeat across streams
+MIN_RETENTION_MS = 24 * 3600 * 1000  # Kinesis keeps records at least 24 hours
+# Clocks of executors, driver and service differ: a time this close to the retention proves nothing.
+RETENTION_MARGIN_MS = 15 * 60 * 1000
+
+
+class StreamIdentity(NamedTuple):
+    """A stream as DescribeStreamSummary describes it when a query starts."""
+
+    arn: str
+    created_ms: int | None  # tells a stream deleted and re-created under the same name (same ARN) apart
+    retention_ms: int | None = None  # how long records stay readable (None: the server did not say)
+
 
 TRIM = "trim"
 TIMESTAMP = "ts"
@@ -74,8 +87,13 @@ class Position:
             return f"after sub-record {self.sub} of sequence number {self.seq}"
         return "the shard's end" if self.kind == END else self.kind
 
-    def iterator_args(self) -> dict[str, Any]:
-        """GetShardIterator arguments that resume reading at this position."""
+    def iterator_args(self, verify: bool = False) -> dict[str, Any]:
+        """GetShardIterator arguments that resume reading at this position. With `verify`, "after S"
+        is read from S itself (AT_SEQUENCE_NUMBER), so that the read can check S is still there: Kinesis
+        sequence numbers have gaps, and only S coming back first proves that nothing after it aged out
+        (see `fetching.ShardRead`). The reader then drops S."""
+        if self.kind == AFTER and verify:
+            return {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": self.seq}
         if self.kind == TRIM:
             return {"ShardIteratorType": "TRIM_HORIZON"}
         if self.kind == TIMESTAMP:
@@ -86,16 +104,21 @@ class Position:
             return {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": self.seq}
         raise ValueError(f"position {self.kind!r} cannot be read from")
 
-    def starting_position(self) -> dict[str, Any]:
+    def starting_position(self, verify: bool = False) -> dict[str, Any]:
         """SubscribeToShard's StartingPosition that resumes reading at this position (enhanced
         fan-out); the same positions as `iterator_args`."""
-        args = self.iterator_args()
+        args = self.iterator_args(verify)
         out: dict[str, Any] = {"Type": args["ShardIteratorType"]}
         if "StartingSequenceNumber" in args:
             out["SequenceNumber"] = args["StartingSequenceNumber"]
         if "Timestamp" in args:
             out["Timestamp"] = args["Timestamp"]
         return out
+
+    @property
+    def anchor(self) -> str | None:
+        """The sequence number a verified read from here must find first (see `iterator_args`)."""
+        return self.seq if self.kind in (AFTER, INSIDE) else None
 
     def skips(self, seq: str, sub: int) -> bool:
         """True when the user record (seq, sub) was already consumed before this position.

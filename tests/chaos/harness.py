@@ -22,11 +22,9 @@ import random
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,191 +34,21 @@ import orjson
 from pyspark_kinesis.tools.local import LocalKinesis
 from pyspark_kinesis.tools.local.cluster import StandaloneCluster
 from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
-from tests.driver import committed, in_flight, kill_in_window, output_rows, run_driver, start_driver
+from tests.chaos.plan import LABELS, Plan, Result
+from tests.chaos.processes import Producer, all_pids, everything_in, session_pids
+from tests.driver import (
+    committed,
+    durable_offsets,
+    in_flight,
+    kill_in_window,
+    output_rows,
+    ran_batches,
+    run_driver,
+    start_driver,
+)
 from tests.helpers import merge, open_shards, split, wait_active
 
-KEYS = 12
-_LABELS = {  # scheduled fault kind -> the column it is counted in once delivered
-    "kill-driver-before-tasks": "driver SIGKILL before tasks",
-    "kill-driver-mid-batch": "driver SIGKILL mid-batch",
-    "kill-executor": "executor SIGKILL",
-    "reshard": "reshard",
-    "restart-server": "server restart",
-    "kill-fanout-agent": "fan-out agent SIGKILL",
-}
-
-
-@dataclass
-class Plan:
-    """What one run does; drawn from a seed so a failing run can be replayed."""
-
-    index: int
-    seed: int
-    kind: str  # kinesis-local | kinesalite
-    master: str
-    seconds: float
-    rate: int  # records put per second
-    shards: int
-    speculation: bool
-    task_fault: str | None  # before-record | after-record | None
-    read_faults: dict[str, float]
-    call_faults: dict[str, float]
-    delay: tuple[float, float]
-    events: list[tuple[float, str]]  # (seconds after start, kind)
-    max_records_per_batch: int
-    partial: bool = False  # a foreachBatch that uses none of some batches and partition 0 of others
-    consumer: str = "polling"  # or "efo": enhanced fan-out (kinesis-local runs only)
-    subscribe_faults: dict[str, float] = field(default_factory=dict)
-
-    @staticmethod
-    def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
-        rng = random.Random(seed * 1000 + index)
-        kind = "kinesis-local" if index % 2 == 0 else "kinesalite"
-        efo = not short and index % 4 == 0  # every other kinesis-local run reads by enhanced fan-out
-        cluster = not short and index % 3 == 2  # local-cluster: executors in their own JVMs
-        standalone = not short and index % 3 == 1  # a standalone cluster, workers on two loopback hosts
-        events: list[tuple[float, str]] = [
-            (rng.uniform(0.15, 0.35) * seconds, "kill-driver-before-tasks"),
-            (rng.uniform(0.55, 0.75) * seconds, "kill-driver-mid-batch"),
-        ]
-        events += [
-            (rng.uniform(0.1, 0.9) * seconds, "reshard") for _ in range(1 if short else rng.randint(2, 3))
-        ]
-        if not short and index % 4 != 2:
-            events.append((rng.uniform(0.4, 0.6) * seconds, "restart-server"))
-        if cluster or standalone:
-            events += [(rng.uniform(0.2, 0.8) * seconds, "kill-executor") for _ in range(2)]
-        if efo:  # the executors' fan-out agents hold the subscriptions: lose one mid-batch
-            events.append((rng.uniform(0.3, 0.7) * seconds, "kill-fanout-agent"))
-        return Plan(
-            index=index,
-            seed=seed,
-            kind="kinesalite" if short else kind,
-            master="local-cluster[2,1,1024]" if cluster else "standalone" if standalone else "local[2,8]",
-            seconds=seconds,
-            rate=40 if kind == "kinesalite" or short else 25,
-            shards=rng.randint(2, 4),
-            # Spark speculates only in cluster modes and only onto another host: on the standalone runs.
-            speculation=standalone,
-            task_fault=rng.choice([None, "before-record", "after-record"]) if not short else "after-record",
-            read_faults={
-                "throttle": rng.uniform(0.05, 0.15),
-                "internal": rng.uniform(0.02, 0.05),
-                "unavailable": rng.uniform(0.02, 0.05),
-                "expired": rng.uniform(0.02, 0.05),
-                "reset": rng.uniform(0.01, 0.03),
-            },
-            call_faults={"limit": rng.uniform(0.05, 0.15), "internal": rng.uniform(0.02, 0.05)},
-            delay=(0.05, 0.8),
-            events=sorted(events),
-            max_records_per_batch=rng.choice([50, 150, 400]),
-            partial=short or rng.random() < 0.5,
-            consumer="efo" if efo else "polling",
-            subscribe_faults={
-                "in_use": rng.uniform(0.05, 0.15),
-                "limit": rng.uniform(0.05, 0.1),
-                "internal": 0.03,
-            }
-            if efo
-            else {},
-        )
-
-
-@dataclass
-class Result:
-    plan: Plan
-    faults: Counter[str] = field(default_factory=Counter)
-    put: int = 0
-    read: int = 0
-    lost: int = 0
-    duplicated: int = 0
-    extra: int = 0
-    order_violations: int = 0
-    lineage_violations: int = 0  # a child shard's rows in a batch not after every batch of its parents'
-    server_lost: int = 0  # acknowledged records the server does not hold once (not the connector's doing)
-    unplanned_exits: int = 0  # driver processes that ended by themselves with an error
-    hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit
-    missed: list[str] = field(default_factory=list)  # scheduled faults that found no state to hit
-    seconds: float = 0.0
-    error: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return not (
-            self.lost
-            or self.duplicated
-            or self.extra
-            or self.order_violations
-            or self.lineage_violations
-            or self.server_lost
-            or self.unplanned_exits
-            or self.missed
-            or self.error
-        )
-
-
-class Producer(threading.Thread):
-    """Puts records 'c-<n>' with keys k<n % KEYS> at a steady rate; keeps what Kinesis acknowledged."""
-
-    def __init__(self, endpoint: str, stream: str, rate: int) -> None:
-        super().__init__(daemon=True)
-        self.client = boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1")
-        self.stream, self.rate = stream, rate
-        self.acknowledged: list[str] = []
-        self.running = threading.Event()
-        self.running.set()
-        self.done = threading.Event()
-        self.next = 0
-
-    def run(self) -> None:
-        chunk = max(1, self.rate // 5)
-        for _tick in range(1_000_000):  # bounded; ended by `done`
-            if self.done.is_set():
-                return
-            if not self.running.is_set():
-                time.sleep(0.05)
-                continue
-            numbers = range(self.next, self.next + chunk)
-            records = [{"Data": f"c-{n}".encode(), "PartitionKey": f"k{n % KEYS}"} for n in numbers]
-            try:
-                response = self.client.put_records(StreamName=self.stream, Records=records)
-            except Exception:
-                time.sleep(0.2)
-                continue
-            if response.get("FailedRecordCount"):
-                # Only a prefix is safe to count: a later record of a key after a failed one would be out
-                # of order. The local servers never reject, so this is a guard, not a path.
-                raise RuntimeError("the local server rejected records")
-            self.acknowledged += [f"c-{n}" for n in numbers]
-            self.next += chunk
-            time.sleep(0.2)
-
-
-def _session_pids(session: int) -> list[tuple[int, str]]:
-    """(pid, command line) of live processes in a session (the driver's, started with its own)."""
-    return [(pid, command) for pid, command, sid in _processes() if sid == session]
-
-
-def _all_pids() -> list[tuple[int, str]]:
-    return [(pid, command) for pid, command, _sid in _processes()]
-
-
-def _processes() -> list[tuple[int, str, int]]:
-    """(pid, command line, session) of live processes."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            sid = int(stat.rsplit(")", 1)[1].split()[3])  # after the name: state ppid pgrp session
-            command = (
-                Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            )
-        except (OSError, ValueError, IndexError):
-            continue
-        out.append((int(entry), command.strip(), sid))
-    return out
+__all__ = ["ChaosRun", "Plan", "Result"]
 
 
 class ChaosRun:
@@ -233,6 +61,7 @@ class ChaosRun:
         self.commits_at_start = 0  # batches committed when the running driver started
         self.cluster: StandaloneCluster | None = None  # the runs whose master is "standalone"
         self.stream = f"chaos-{plan.index}-{int(time.time())}"
+        self.trims: dict[str, int] = {}  # shard -> records below this sequence number aged out
 
     # -- pieces --------------------------------------------------------------------------------
     def _start_server(self, port: int | None = None) -> LocalKinesis:
@@ -255,7 +84,7 @@ class ChaosRun:
                 "spark.speculation.multiplier": "1.1",
                 "spark.speculation.minTaskRuntime": "10ms",
             }
-        return {
+        cfg: dict[str, Any] = {
             "options": {
                 "streamName": self.stream,
                 "region": "us-east-1",
@@ -276,6 +105,11 @@ class ChaosRun:
             "timeout_s": self.plan.seconds * 4 + 120,
             "partial": self.plan.partial,
         }
+        if self.plan.async_ms is not None:  # Spark refuses foreachBatch under async progress tracking
+            cfg |= {"sink": "foreach", "async_ms": self.plan.async_ms}
+        if self.plan.age_out is not None:  # records age out: counted, and the query goes on
+            cfg["options"]["failOnDataLoss"] = "false"
+        return cfg
 
     def _executor_env(self) -> dict[str, str]:
         """A standalone cluster's executors are started by its workers: they get the environment the
@@ -328,6 +162,10 @@ class ChaosRun:
             if hit is not None:
                 self.driver = None
             return hit
+        if kind == "kill-driver-ahead":
+            return self._kill_ahead(cfg)
+        if kind == "age-out":
+            return self._age_out(cfg, kin, proxy)
         if kind == "kill-executor":
             return self._kill_executor(cfg)
         if kind == "kill-fanout-agent":
@@ -337,6 +175,54 @@ class ChaosRun:
         if kind == "restart-server":  # felt only by a running query (one that calls while it is down)
             return self._restart_server(producer, proxy) if self._ready(cfg) else None
         raise ValueError(kind)
+
+    def _kill_ahead(self, cfg: dict[str, Any], timeout_s: float = 60) -> str | None:
+        """Asynchronous progress tracking: SIGKILL the driver while batches have run beyond the last
+        offset Spark made durable, so the restart plans them again."""
+        if not self._ready(cfg):
+            return None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.driver is not None and self.driver.poll() is None:
+            ran, durable = ran_batches(self.work / "out"), durable_offsets(self.work / "cp")
+            if ran and max(ran) > max(durable, default=-1):
+                os.killpg(self.driver.pid, signal.SIGKILL)
+                self.driver.wait(timeout=30)
+                self.driver = None
+                return f"batch {max(ran)} ran, the offset log durable up to {max(durable, default=-1)}"
+            time.sleep(0.02)
+        return None
+
+    def _age_out(self, cfg: dict[str, Any], kin: Any, proxy: FaultProxy) -> str | None:
+        """Stop the query long enough for the head of a shard it reads to age out past retention: the
+        fault proxy drops that shard's records up to a few past the last one the query delivered, so
+        where it resumes is gone, and so are some records it never read (a loss it must report; the
+        run reads with failOnDataLoss=false)."""
+        if not self._ready(cfg):
+            return None
+        assert self.driver is not None and self.plan.age_out is not None
+        os.killpg(self.driver.pid, signal.SIGKILL)
+        self.driver.wait(timeout=30)
+        self.driver = None
+        delivered: dict[str, int] = {}
+        for row in output_rows(self.work / "out"):
+            delivered[row["shardId"]] = max(delivered.get(row["shardId"], 0), int(row["sequenceNumber"]))
+        held: dict[str, list[int]] = {}
+        for shard, seq, _data in everything_in(kin, self.stream):
+            held.setdefault(shard, []).append(int(seq))
+        if not delivered:
+            return None
+        shard = self.rng.choice(sorted(delivered))
+        later = [seq for seq in held.get(shard, []) if seq > delivered[shard]]
+        unread = self.rng.randint(1, 6)
+        below = later[unread] if len(later) > unread else delivered[shard] + 1
+        proxy.aged.mode = self.plan.age_out
+        proxy.trim(shard, str(below))
+        self.trims[shard] = max(below, self.trims.get(shard, 0))
+        time.sleep(self.rng.uniform(2.0, 4.0))
+        gone = sum(1 for seq in later if seq < below)
+        return (
+            f"{shard} aged out below {below} ({gone} records never delivered; answered {self.plan.age_out})"
+        )
 
     def _kill_in_flight(
         self, cfg: dict[str, Any], label: str, pick: Callable[[list[tuple[int, str]]], list[int]]
@@ -351,7 +237,7 @@ class ChaosRun:
             sessions = [self.driver.pid]
             if self.cluster is not None:  # a standalone cluster's executors belong to its workers
                 sessions = [w.pid for w in self.cluster.worker_processes if w is not None]
-            victims = pick([entry for s in sessions for entry in _session_pids(s)])
+            victims = pick([entry for s in sessions for entry in session_pids(s)])
             if batch is not None and victims:
                 victim = self.rng.choice(victims)
                 os.kill(victim, signal.SIGKILL)
@@ -374,7 +260,7 @@ class ChaosRun:
             owners = {str(p) for p, _cmd in ours}
             return [
                 pid
-                for pid, cmd in _all_pids()
+                for pid, cmd in all_pids()
                 if "pyspark_kinesis.source.fanout_agent" in cmd and cmd.split()[-1] in owners
             ]
 
@@ -487,7 +373,7 @@ class ChaosRun:
                     if hit is None:
                         self.result.missed.append(kind)
                     else:
-                        self.result.faults[_LABELS[kind]] += 1
+                        self.result.faults[LABELS[kind]] += 1
                         self.result.hits.append(f"{kind}: {hit}")
                     self._ensure_driver(cfg)
                 for _wait in range(100_000):
@@ -502,6 +388,10 @@ class ChaosRun:
                     self.driver.wait(timeout=30)
                     self.driver = None
                 drain = dict(cfg, trigger="availableNow", timeout_s=600)  # partial too: it must still end
+                if self.plan.async_ms is not None:
+                    # Spark refuses AvailableNow under async tracking, and switching it off on this
+                    # checkpoint is not safe: drain with every offset durable, until nothing is left.
+                    drain = dict(cfg, async_ms=0, until_idle_s=30, timeout_s=600)
                 run_driver(drain, self._env(), timeout_s=660)
                 for kind, count in proxy.injected.items():
                     self.result.faults[f"proxy {kind}"] += count
@@ -537,15 +427,30 @@ class ChaosRun:
         and the server must hold exactly what the producer was told it wrote."""
         rows = output_rows(self.work / "out")
         seen = Counter(bytes(r["data"]).decode() for r in rows)
-        held = _everything_in(kin, self.stream)
+        held = everything_in(kin, self.stream)
         truth = Counter(data for _shard, _seq, data in held)
         result = self.result
         result.put, result.read = len(acknowledged), sum(seen.values())
         result.server_lost = len(set(acknowledged) - set(truth)) + sum(c - 1 for c in truth.values() if c > 1)
-        result.lost = sum(max(0, count - seen[p]) for p, count in truth.items())
+        # Records a stop aged out before the query delivered them are the run's loss, not the connector's
+        # (which must report it: counted from the driver's log).
+        aged = {
+            data
+            for shard, seq, data in held
+            if shard in self.trims and int(seq) < self.trims[shard] and not seen[data]
+        }
+        result.aged_out = len(aged)
+        log = Path(str(self.work / "cp") + ".log")
+        text = log.read_text(errors="replace") if log.exists() else ""
+        result.loss_warnings = text.count("failOnDataLoss=false: going on")
+        result.lost = sum(max(0, count - seen[p]) for p, count in truth.items() if p not in aged)
         if result.lost:  # which ones, for the run's post-mortem (kept with --keep)
             (self.work / "lost.txt").write_text(
-                "".join(f"{shard} {seq} {data}\n" for shard, seq, data in held if not seen[data])
+                "".join(
+                    f"{shard} {seq} {data}\n"
+                    for shard, seq, data in held
+                    if not seen[data] and data not in aged
+                )
             )
         result.duplicated = sum(max(0, count - truth[p]) for p, count in seen.items() if p in truth)
         result.extra = sum(count for p, count in seen.items() if p not in truth)
@@ -565,21 +470,3 @@ class ChaosRun:
             for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
                 if child and parent in batches and min(child) <= max(batches[parent]):
                     result.lineage_violations += 1
-
-
-def _everything_in(kin: Any, stream: str) -> list[tuple[str, str, str]]:
-    """Every record the server holds in the stream (closed shards included), as (shard, sequence
-    number, data): the ground truth."""
-    out = []
-    shards = kin.list_shards(StreamName=stream)["Shards"]
-    for shard in shards:
-        iterator = kin.get_shard_iterator(
-            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        for _call in range(10_000):
-            response = kin.get_records(ShardIterator=iterator, Limit=10_000)
-            out += [(shard["ShardId"], r["SequenceNumber"], r["Data"].decode()) for r in response["Records"]]
-            iterator = response.get("NextShardIterator")
-            if iterator is None or (not response["Records"] and response.get("MillisBehindLatest", 0) == 0):
-                break
-    return out

@@ -49,14 +49,26 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "the list below says what each one hit). "
         "At the end the producer stops, one AvailableNow run drains the stream, and the output is compared "
         "with everything the server holds (`server lost` counts records the producer was told were written "
-        "but the server does not hold once).",
+        "but the server does not hold once). One enhanced fan-out run and one kinesalite run in every eight "
+        "run as production does, marked async: Spark's asynchronous progress tracking (offsets durable only "
+        "every 1 or 3 s; the sink is a `foreach` writer with one file per batch and partition, since Spark "
+        "refuses foreachBatch there; the drain is a processingTime run with every offset durable, since it "
+        "refuses AvailableNow), and a stop long enough for the head of a shard to age out past retention "
+        "(the fault proxy trims it, answering positions below the trim with an iterator at the oldest record "
+        "left or, every other time, an InvalidArgumentException), read with failOnDataLoss=false. `aged out` "
+        "counts the records that stop took before the query delivered them (not counted as lost) and the "
+        "data-loss warnings the connector logged for them.",
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
         "GetShardIterator; `proxy in_use/limit/internal` refused SubscribeToShard calls (efo runs); `fan-out agent SIGKILL` "
         "the executor's fan-out agent, holding the subscriptions, killed while a batch is in flight (efo "
         "runs); `proxy delay` held-back responses; `proxy "
-        "server-down` calls answered 503 while the server restarted; `driver SIGKILL before tasks` (a batch "
+        "server-down` calls answered 503 while the server restarted; `driver SIGKILL ahead of the durable log` "
+        "(async runs: batches had run beyond the last offset Spark made durable, so the restart plans them "
+        "again); `stop past retention` (async runs: the driver killed and a shard's head aged out while it "
+        "was down); `proxy trimmed position` positions below the trim answered with an error; `driver "
+        "SIGKILL before tasks` (a batch "
         "logged, none of its tasks recorded) and `driver SIGKILL mid-batch` (a logged batch, some tasks "
         "recorded, not committed); `executor SIGKILL` while a batch is in flight (local-cluster[2,1,1024] "
         "runs); `task failure` first attempts failed before or after recording their batch end; `speculative "
@@ -69,16 +81,18 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "fails).",
         "",
         "| run | server | master | spec | seconds | " + " | ".join(kinds) + " | faults | put | read | lost | "
-        "duplicated | order | lineage | server lost | driver exits | missed | result |",
-        "|" + "---|" * (len(kinds) + 17),
+        "duplicated | order | lineage | server lost | aged out | driver exits | missed | result |",
+        "|" + "---|" * (len(kinds) + 18),
     ]
     for r in results:
         p = r.plan
         lines.append(
-            f"| {p.index} | {p.kind}{' (efo)' if p.consumer == 'efo' else ''} | {p.master} | {'yes' if p.speculation else 'no'} | {r.seconds:.0f} | "
+            f"| {p.index} | {p.kind}{' (efo)' if p.consumer == 'efo' else ''}"
+            f"{f' (async {p.async_ms} ms)' if p.async_ms is not None else ''} | {p.master} | {'yes' if p.speculation else 'no'} | {r.seconds:.0f} | "
             + " | ".join(str(r.faults.get(k, 0)) for k in kinds)
             + f" | {sum(r.faults.values())} | {r.put} | {r.read} | {r.lost} | {r.duplicated} | "
-            f"{r.order_violations} | {r.lineage_violations} | {r.server_lost} | {r.unplanned_exits} | "
+            f"{r.order_violations} | {r.lineage_violations} | {r.server_lost} | "
+            f"{r.aged_out} ({r.loss_warnings} warnings) | {r.unplanned_exits} | "
             f"{len(r.missed)} | {'ok' if r.ok else 'FAILED ' + (r.error or ', '.join(r.missed)).replace('|', '/')} |"
         )
     lines += ["", "## What each scheduled fault hit", ""]

@@ -2,7 +2,9 @@
 
 It reads a stream with the kinesis source and writes each batch with foreachBatch to
 <out>/batch=<id> (overwrite: a replayed batch replaces its own output, so the sink is idempotent),
-keeping each row's position in the batch so arrival order can be checked afterwards.
+keeping each row's position in the batch so arrival order can be checked afterwards. With
+"sink": "foreach" it writes through a `foreach` writer instead, one file per batch and partition
+(what asynchronous progress tracking, "async_ms", accepts: it refuses foreachBatch).
 Usage: python driver_app.py '<json config>'
 """
 
@@ -12,6 +14,35 @@ import json
 import os
 import sys
 import time
+
+
+class PartitionFiles:
+    """A foreach writer: the rows of one (batch, partition) into <out>/batch=<id>/part-<p>.parquet,
+    overwritten when the batch runs again (so the sink stays idempotent per batch, as foreachBatch's)."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        self.partition, self.batch, self.rows = partition_id, epoch_id, []
+        return True
+
+    def process(self, row) -> None:
+        self.rows.append(row.asDict())
+
+    def close(self, error) -> None:
+        if error is not None or not self.rows:
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for index, row in enumerate(self.rows):
+            row["pos"] = self.partition * 1_000_000_000 + index
+        folder = f"{self.out}/batch={self.batch}"
+        os.makedirs(folder, exist_ok=True)
+        hidden = f"{folder}/.part-{self.partition:05d}.tmp"  # (a dot: readers skip it)
+        pq.write_table(pa.Table.from_pylist(self.rows), hidden)
+        os.replace(hidden, f"{folder}/part-{self.partition:05d}.parquet")
 
 
 def main() -> None:
@@ -65,17 +96,48 @@ def main() -> None:
         schema = df.schema.add("pos", "long")
         spark.createDataFrame(indexed, schema).write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
 
-    writer = (
-        reader.load().writeStream.foreachBatch(write_batch).option("checkpointLocation", cfg["checkpoint"])
-    )
-    if cfg.get("trigger") == "availableNow":
+    stream = reader.load().writeStream.option("checkpointLocation", cfg["checkpoint"])
+    if cfg.get("sink") == "foreach":
+        writer = stream.foreach(PartitionFiles(out))
+    else:
+        writer = stream.foreachBatch(write_batch)
+    if cfg.get("async_ms") is not None:
+        writer = writer.option("asyncProgressTrackingEnabled", "true").option(
+            "asyncProgressTrackingCheckpointIntervalMs", str(cfg["async_ms"])
+        )
+    if cfg.get("trigger") == "availableNow" and cfg.get("async_ms") is None:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=cfg.get("interval", "300 milliseconds"))
     query = writer.start()
-    query.awaitTermination(float(cfg.get("timeout_s", 600)))
+    if cfg.get("until_idle_s"):
+        run_until_idle(query, float(cfg["until_idle_s"]), float(cfg.get("timeout_s", 600)))
+    else:
+        query.awaitTermination(float(cfg.get("timeout_s", 600)))
     query.stop()
     spark.stop()
+
+
+def run_until_idle(query, idle_s: float, timeout_s: float) -> None:
+    """A processingTime query run until no batch has brought rows for `idle_s` since its first batch (a
+    drain where AvailableNow is refused: under asynchronous progress tracking)."""
+    deadline = time.monotonic() + timeout_s
+    rows_at: float | None = None
+    seen: set[tuple[int, str]] = set()
+    while time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise RuntimeError(f"the query failed: {query.exception()}")
+        if not query.isActive:
+            return
+        for progress in query.recentProgress:
+            if (progress["batchId"], progress["timestamp"]) not in seen:
+                seen.add((progress["batchId"], progress["timestamp"]))
+                if progress["numInputRows"] > 0 or rows_at is None:
+                    rows_at = time.monotonic()
+        if rows_at is not None and time.monotonic() - rows_at >= idle_s:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the query still brought rows after {timeout_s} s")
 
 
 if __name__ == "__main__":

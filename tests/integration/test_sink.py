@@ -272,9 +272,10 @@ def test_a_non_ascii_digit_explicit_hash_key_is_a_bad_row(spark, kinesalite):
 def test_aggregated_writes_read_back_exactly_once_across_restarts_with_limits_inside_aggregates(
     spark, kinesis_local, tmp_path
 ):
-    """aggregate=true (with preserveOrder) packs 1,500 rows into far fewer Kinesis records; the source reads them back with
-    batches of 7 rows (every batch ends inside an aggregate) over three query runs, exactly once and
-    in per-key order, with each row's own partition key."""
+    """aggregate=true (with preserveOrder) packs 1,500 rows into far fewer Kinesis records (20 rows and
+    more each); the source reads them back with batches of 24 rows over three shards (8 per shard: every
+    batch ends inside an aggregate) over three query runs, exactly once and in per-key order, with each
+    row's own partition key."""
     kin = client(kinesis_local.endpoint)
     stream = new_stream(kin, shards=3)
     expected = [f"r-{i}" for i in range(1500)]
@@ -290,7 +291,7 @@ def test_aggregated_writes_read_back_exactly_once_across_restarts_with_limits_in
             stream,
             str(tmp_path / "meta"),
             startingPosition="TRIM_HORIZON",
-            maxRecordsPerBatch=7,
+            maxRecordsPerBatch=24,
         )
         query = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "chk"))
         if run < 2:  # stopped after a few batches: the next run goes on from inside an aggregate

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pyspark_kinesis.config.stream_specs import StreamSpec
 from pyspark_kinesis.errors import StreamAccessError, StreamRecreatedError
-from pyspark_kinesis.model import Position, ShardInfo
+from pyspark_kinesis.model import Position, ShardInfo, StreamIdentity
 from pyspark_kinesis.source.batch_log import BatchEndLog
 from pyspark_kinesis.source.offsets import ShardEnd, SourceOffset, TaskEnd
 from pyspark_kinesis.source.options import SourceConfig, parse_options
@@ -46,13 +46,22 @@ class MemoryStore(BatchEndStore):
     def get(self, key: str) -> bytes | None:
         return self.data.get(key)
 
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)
+
     def delete_folder(self, prefix: str) -> None:
         for key in [k for k in self.data if k.startswith(prefix + "/")]:
             del self.data[key]
 
+    def _under(self, prefix: str) -> list[str]:
+        lead = f"{prefix}/" if prefix else ""
+        return [k[len(lead) :] for k in self.data if k.startswith(lead)]
+
     def list_folders(self, prefix: str) -> list[str]:
-        names = {k[len(prefix) + 1 :].split("/")[0] for k in self.data if k.startswith(prefix + "/")}
-        return sorted(n for n in names if any(k.startswith(f"{prefix}/{n}/") for k in self.data))
+        return sorted({rest.split("/")[0] for rest in self._under(prefix) if "/" in rest})
+
+    def list_records(self, prefix: str) -> list[str]:
+        return sorted(rest for rest in self._under(prefix) if "/" not in rest)
 
 
 @dataclass
@@ -61,6 +70,7 @@ class FakeKinesis:
 
     shards: dict[str, list[ShardInfo]] = field(default_factory=dict)
     list_calls: Counter = field(default_factory=Counter)
+    checks: Counter = field(default_factory=Counter)  # DescribeStreamSummary calls (same-stream checks)
     failures: int = 0  # how many of the next listings fail (throttled, region down)
     created: dict[str, int] = field(default_factory=dict)  # creation time per stream (default CREATED)
 
@@ -72,10 +82,11 @@ class FakeProxy:
     def __init__(self, kinesis: FakeKinesis, spec: StreamSpec) -> None:
         self.kinesis, self.spec = kinesis, spec
 
-    def identity(self) -> tuple[str, int]:
-        return self.spec.key, self.kinesis.created.get(self.spec.key, CREATED)
+    def identity(self) -> StreamIdentity:
+        return StreamIdentity(self.spec.key, self.kinesis.created.get(self.spec.key, CREATED))
 
     def check_same_stream(self) -> None:
+        self.kinesis.checks[self.spec.key] += 1
         if self.kinesis.created.get(self.spec.key, CREATED) != self.spec.created_ms:
             raise StreamRecreatedError(f"{self.spec.key} was re-created (fake)")
 
@@ -100,7 +111,9 @@ def config(*names: str, **options: str) -> SourceConfig:
     opts = {"streamName": ",".join(names), "region": "us-east-1", "metadataPath": "/unused"}
     opts.setdefault("startingPosition", "TRIM_HORIZON")
     opts.update(options)
-    return parse_options(opts, streaming=True).with_identities([(arn(n), CREATED) for n in names])
+    return parse_options(opts, streaming=True).with_identities(
+        [StreamIdentity(arn(n), CREATED) for n in names]
+    )
 
 
 def config_with_created(base: SourceConfig, created: int, **options: str) -> SourceConfig:
@@ -110,7 +123,7 @@ def config_with_created(base: SourceConfig, created: int, **options: str) -> Sou
         {"streamName": ",".join(names), "region": "us-east-1", "metadataPath": "/unused", **options},
         streaming=True,
     )
-    return fresh.with_identities([(s.key, created) for s in base.streams])
+    return fresh.with_identities([StreamIdentity(s.key, created) for s in base.streams])
 
 
 @dataclass

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pyspark_kinesis.model import Position, ShardInfo
 from pyspark_kinesis.source import lineage
+from pyspark_kinesis.source.batch_shape import split_budget
 from pyspark_kinesis.source.offsets import ShardEnd, ShardState, SourceOffset, TaskEnd
-from pyspark_kinesis.source.planning import split_budget
 
 
 def shard(sid, parent=None, adjacent=None, closed=False):

@@ -74,6 +74,15 @@ class Records:
     def __len__(self) -> int:
         return len(self.seqs)
 
+    def slice(self, offset: int) -> Records:
+        """The records from `offset` on (a verified read drops the record it resumed after)."""
+        return Records(
+            self.data.slice(offset),
+            self.keys.slice(offset),
+            self.seqs.slice(offset),
+            self.arrivals.slice(offset),
+        )
+
     @property
     def payload_bytes(self) -> int:
         """Payload bytes of the response: pacing, the limits and the Arrow build all need it."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,11 +20,16 @@ from botocore.exceptions import (
 from ..config.aws_settings import AwsSettings
 from ..config.stream_specs import StreamSpec, arn_parts
 from ..errors import StreamAccessError, StreamNotFoundError, StreamRecreatedError
-from ..model import Position, ShardInfo
+from ..model import Position, ShardInfo, StreamIdentity
 from .client import kinesis_client
-from .errors import CREDENTIAL_CODES
+from .errors import CREDENTIAL_CODES, is_retryable
 
 MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
+# DescribeStreamSummary is limited to 20 calls per second per account: throttled calls (left after
+# botocore's own attempts) are tried again this many times, with backoff, before a task gives up.
+SUMMARY_ROUNDS = 8
+_same_stream_checked: dict[tuple[str, int | None], float] = {}  # (ARN, creation) -> when (monotonic)
+_same_stream_lock = threading.Lock()
 
 
 def describe_failure(exc: Exception, spec: StreamSpec) -> StreamAccessError:
@@ -91,13 +98,20 @@ class KinesisProxy:
         return self.identity()[0]
 
     def summary(self) -> dict[str, Any]:
-        """DescribeStreamSummary, or a clear error (`StreamNotFoundError` when it does not exist)."""
-        try:
-            return dict(
-                self.client.describe_stream_summary(**self.spec.api_args())["StreamDescriptionSummary"]
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise describe_failure(exc, self.spec) from None
+        """DescribeStreamSummary, or a clear error (`StreamNotFoundError` when it does not exist).
+        Throttling and 5xx left after botocore's attempts are tried again (see `SUMMARY_ROUNDS`)."""
+        for attempt in range(SUMMARY_ROUNDS):
+            try:
+                return dict(
+                    self.client.describe_stream_summary(**self.spec.api_args())["StreamDescriptionSummary"]
+                )
+            except ClientError as exc:
+                if not is_retryable(exc) or attempt + 1 == SUMMARY_ROUNDS:
+                    raise describe_failure(exc, self.spec) from None
+            except BotoCoreError as exc:
+                raise describe_failure(exc, self.spec) from None
+            time.sleep(random.uniform(0.5, 1.0) * min(5.0, 0.2 * 2**attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def max_record_bytes(self) -> int:
         """The largest record (payload and partition key) the stream takes: MaxRecordSizeInKiB, which
@@ -105,29 +119,44 @@ class KinesisProxy:
         kib = self.summary().get("MaxRecordSizeInKiB")
         return int(kib) * 1024 if kib else 1024 * 1024
 
-    def identity(self) -> tuple[str, int | None]:
-        """The stream's ARN and creation time (epoch ms; None if the server does not say), or a clear
-        error (`StreamNotFoundError` when it does not exist)."""
+    def identity(self) -> StreamIdentity:
+        """The stream's ARN, creation time and retention (None where the server does not say), or a
+        clear error (`StreamNotFoundError` when it does not exist)."""
         summary = self.summary()
         arn = summary.get("StreamARN")
         if not arn:  # a server that does not report it: an identity that is unique in practice
             arn = f"arn:aws:kinesis:{self.settings.region}:unknown:stream/{self.name}"
         created = summary.get("StreamCreationTimestamp")
-        return str(arn), (int(created.timestamp() * 1000) if created is not None else None)
+        hours = summary.get("RetentionPeriodHours")
+        return StreamIdentity(
+            str(arn),
+            int(created.timestamp() * 1000) if created is not None else None,
+            int(hours) * 3_600_000 if hours else None,
+        )
 
-    def check_same_stream(self) -> None:
+    def check_same_stream(self, within_s: float = 0.0) -> None:
         """Raise a clear error if the stream was deleted, or deleted and re-created, since the query
-        started (the creation time tells); return quietly if it is the stream the query started with."""
+        started (the creation time tells); return quietly if it is the stream the query started with.
+        With `within_s`, a check this process made that recently stands (a restart after a long
+        downtime finds many shards aged out at once, in every task: one DescribeStreamSummary serves)."""
+        key = (self.spec.key, self.spec.created_ms)
+        with _same_stream_lock:
+            last = _same_stream_checked.get(key)
+        if within_s > 0 and last is not None and time.monotonic() - last < within_s:
+            return
         try:
-            _arn, created = self.identity()
+            created = self.identity().created_ms
         except StreamNotFoundError:
             raise self.deleted() from None
-        if self.spec.created_ms is not None and created is not None and created != self.spec.created_ms:
-            raise StreamRecreatedError(
-                f"Kinesis {self.spec.describe()} was deleted and re-created while the query read it: the "
-                "records it had not read yet are gone, and its positions do not apply to the new stream. "
-                "Restart the query: with failOnDataLoss=false it goes on with the new stream from its start."
-            )
+        if self.spec.created_ms is None or created is None or created == self.spec.created_ms:
+            with _same_stream_lock:
+                _same_stream_checked[key] = time.monotonic()
+            return
+        raise StreamRecreatedError(
+            f"Kinesis {self.spec.describe()} was deleted and re-created while the query read it: the "
+            "records it had not read yet are gone, and its positions do not apply to the new stream. "
+            "Restart the query: with failOnDataLoss=false it goes on with the new stream from its start."
+        )
 
     def deleted(self) -> StreamNotFoundError:
         """The error for a stream that went away while the query read it."""
@@ -181,9 +210,10 @@ class KinesisProxy:
             f"'{self.name}'. Check the network path to the endpoint."
         )
 
-    def shard_iterator(self, shard_id: str, position: Position) -> str:
+    def shard_iterator(self, shard_id: str, position: Position, verify: bool = False) -> str:
+        """An iterator at `position` (with `verify`, "after S" starts at S: see `Position.iterator_args`)."""
         response = self.client.get_shard_iterator(
-            **self.spec.api_args(), ShardId=shard_id, **position.iterator_args()
+            **self.spec.api_args(), ShardId=shard_id, **position.iterator_args(verify)
         )
         return str(response["ShardIterator"])
 

@@ -46,9 +46,11 @@ class Subscription:
     raise here); `events` yields the responses; `close` may be called from any thread, any number of
     times."""
 
-    def __init__(self, client: Any, consumer_arn: str, shard_id: str, position: Position) -> None:
+    def __init__(
+        self, client: Any, consumer_arn: str, shard_id: str, position: Position, verify: bool = False
+    ) -> None:
         response = client.subscribe_to_shard(
-            ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position.starting_position()
+            ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position.starting_position(verify)
         )
         self._stream = response["EventStream"]
         self.closed = False

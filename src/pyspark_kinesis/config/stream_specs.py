@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..errors import OptionError
-from ..model import LATEST, Position
+from ..model import LATEST, Position, StreamIdentity
 from .aws_settings import AwsSettings, aws_settings
 from .option_values import parse_position
 
@@ -59,6 +59,8 @@ class StreamSpec:
     # When the stream was created (DescribeStreamSummary), learned at query start: a stream deleted and
     # re-created under the same name keeps its ARN, and only this tells the two apart.
     created_ms: int | None = None
+    # How long the stream keeps records (RetentionPeriodHours at query start; None: the server did not say).
+    retention_ms: int | None = None
     # Enhanced fan-out (consumerType=efo): the consumer's name, and its ARN once registered or found at
     # query start (or as given by consumerArn). None for polling.
     consumer_name: str | None = None
@@ -85,8 +87,10 @@ class StreamSpec:
             where += f" (through role {self.aws.role_arn})"
         return where
 
-    def with_identity(self, arn: str, created_ms: int | None) -> StreamSpec:
-        return replace(self, arn=arn, created_ms=created_ms)
+    def with_identity(self, identity: StreamIdentity) -> StreamSpec:
+        return replace(
+            self, arn=identity.arn, created_ms=identity.created_ms, retention_ms=identity.retention_ms
+        )
 
     def with_consumer(self, consumer_arn: str) -> StreamSpec:
         return replace(self, consumer_arn=consumer_arn)

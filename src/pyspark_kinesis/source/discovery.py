@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
 from ..errors import DataLossError, OptionError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
-from ..model import LATEST, Position, ShardInfo
+from ..model import LATEST, MIN_RETENTION_MS, RETENTION_MARGIN_MS, TIMESTAMP, Position, ShardInfo
 from . import lineage
 from .offsets import BackfillSlice, ShardState, SourceOffset
 from .options import SourceConfig
@@ -38,7 +38,7 @@ def resolve_streams(config: SourceConfig) -> SourceConfig:
         KinesisProxy(spec, agent="planner", max_attempts=_STARTUP_ATTEMPTS).identity()
         for spec in config.streams
     ]
-    arns = [arn for arn, _created in identities]
+    arns = [identity.arn for identity in identities]
     for index, arn in enumerate(arns):
         if arn in arns[:index]:
             raise OptionError(
@@ -80,6 +80,29 @@ def _with_consumer(spec: StreamSpec) -> StreamSpec:
     return spec.with_consumer(found.arn)
 
 
+def check_start_in_retention(spec: StreamSpec, start: Position, fail_on_data_loss: bool, now: int) -> None:
+    """A start at a timestamp older than the stream's retention asks for records that may be gone:
+    an error naming startingPosition at query start (with failOnDataLoss=false a warning)."""
+    if start.kind != TIMESTAMP or start.ts_ms is None:
+        return
+    retention = spec.retention_ms or MIN_RETENTION_MS
+    if now - start.ts_ms < retention - RETENTION_MARGIN_MS:
+        return
+    text = (
+        f"{start.describe()} is longer ago than the retention of {spec.describe()} ({retention // 3_600_000} h): "
+        "the records from then up to the oldest one left may be gone"
+    )
+    if fail_on_data_loss:
+        raise OptionError(
+            "startingPosition",
+            text,
+            "Start at TRIM_HORIZON (the oldest record left), or set failOnDataLoss=false to accept it",
+        )
+    log.warning(
+        "Kinesis option 'startingPosition': %s; failOnDataLoss=false: reading from the oldest one left", text
+    )
+
+
 def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
     """A batch read's tasks: every listed shard of every stream, from its starting position (LATEST:
     now) to the ending position (LATEST: now)."""
@@ -89,6 +112,7 @@ def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
     for spec in config.streams:
         start = spec.starting_position
         start = Position.at_timestamp(now_ms()) if start.kind == LATEST else start
+        check_start_in_retention(spec, start, config.fail_on_data_loss, now_ms())
         for shard in KinesisProxy(spec, agent="planner").list_shards():
             slices.append(BackfillSlice(spec.key, shard.shard_id, start, shard.closed, cutoff_ms))
     return slices
@@ -101,6 +125,7 @@ class _Stream:
     spec: StreamSpec
     proxy: KinesisProxy
     last_ms: int = 0
+    checked_ms: int = 0  # when DescribeStreamSummary last said it is the stream the query started with
     infos: dict[str, ShardInfo] = field(default_factory=dict)
 
 
@@ -162,6 +187,7 @@ class ShardDiscovery:
         pinned to now)."""
         stream = self._stream(key)
         start = start or stream.spec.starting_position
+        check_start_in_retention(stream.spec, start, self.config.fail_on_data_loss, self._clock())
         listed = stream.proxy.list_shards(open_only=start.kind == LATEST)
         stream.last_ms = self._clock()
         stream.infos = {s.shard_id: s for s in listed}
@@ -186,11 +212,15 @@ class ShardDiscovery:
         due = due or (cutoff_ms is not None and stream.last_ms < cutoff_ms)
         if not (force or due):
             return states
-        stream.last_ms = self._clock()
+        now = stream.last_ms = self._clock()
         try:
             # Still the stream the query started with? Deleted, or deleted and re-created (same ARN,
-            # new creation time, and positions that do not apply to it): the query ends, clearly.
-            stream.proxy.check_same_stream()
+            # new creation time, and positions that do not apply to it): the query ends, clearly. Asked
+            # at most once per interval (DescribeStreamSummary: 20 calls per second per account), also
+            # when closures force listings.
+            if now - stream.checked_ms >= self.config.shard_discovery_interval_ms or not stream.checked_ms:
+                stream.proxy.check_same_stream()
+                stream.checked_ms = now
             listed = stream.proxy.list_shards()
         except StreamNotFoundError:
             raise stream.proxy.deleted() from None
@@ -204,6 +234,14 @@ class ShardDiscovery:
         added = sorted(set(merged) - set(states))
         if added:
             log.info("Kinesis stream %s: new shards %s", key, ", ".join(added))
+        merged, orphans = lineage.forget_aged_out(merged, listed)
+        if orphans:
+            self._loss(
+                f"Kinesis stream {key}: shards {', '.join(orphans)} have not been read yet and their parents "
+                "are past retention, so their oldest records may be too (the query was stopped, or behind, "
+                "longer than the stream's retention): an unknown number of records may be lost",
+                "and read them from their oldest record left",
+            )
         merged, expired = lineage.mark_expired(merged, listed)
         if expired:
             where = ", ".join(
@@ -213,9 +251,12 @@ class ShardDiscovery:
                 f"Kinesis stream {key}: shards {where or ', '.join(expired)} went past retention before they were "
                 "read to their end; their unread records are lost"
             )
-            if self.config.fail_on_data_loss:
-                raise DataLossError(
-                    f"{text}. Set failOnDataLoss=false to accept the loss and go on with their children."
-                )
-            log.warning("%s; failOnDataLoss=false: their children start now", text)
+            self._loss(text, "and go on with their children")
         return merged
+
+    def _loss(self, text: str, then: str) -> None:
+        """Records the query should read are gone: a DataLossError, or with failOnDataLoss=false a
+        warning, and `then`."""
+        if self.config.fail_on_data_loss:
+            raise DataLossError(f"{text}. Set failOnDataLoss=false to accept the loss {then}.")
+        log.warning("%s; failOnDataLoss=false: going on %s", text, then)

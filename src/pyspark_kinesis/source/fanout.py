@@ -48,7 +48,7 @@ from ..errors import StreamAccessError
 from ..model import END, INSIDE, TIMESTAMP, Position
 from .columns import Columns
 from .fanout_link import AgentLink, SubscriptionEnded
-from .fetching import ShardRead
+from .fetching import CACHE_MAX_BEHIND_MS, ShardRead
 from .offsets import ShardEnd
 
 _MAX_SUBSCRIPTIONS = 10_000  # hard bound on one shard's subscriptions in one batch (time stops it first)
@@ -92,7 +92,8 @@ class FanOutRead(ShardRead):
                     break
                 subscribed = False  # the subscription ended or broke: a new one from where the read got to
             between_events = not (self.stop or self.closed) and self.resume.kind != INSIDE
-            if subscribed and until is None and between_events and self.link is not None:
+            caught_up = self.behind < CACHE_MAX_BEHIND_MS  # (far behind: the next read verifies)
+            if subscribed and until is None and between_events and caught_up and self.link is not None:
                 # The read took whole events and ended between two: the shard's next batch, in any
                 # worker of this executor, continues this subscription from exactly here.
                 with contextlib.suppress(*_STREAM_ERRORS):  # (a lost agent keeps nothing: no harm)
@@ -115,14 +116,16 @@ class FanOutRead(ShardRead):
                 if self.link is not None:
                     self.link.close()
                 self.link = AgentLink()
+            verify = self.until is None and position.anchor is not None
             fresh = self.link.open(
-                self.proxy.spec, self.consumer, self.shard, position, reuse, self.batch_key
+                self.proxy.spec, self.consumer, self.shard, position, reuse, self.batch_key, verify
             )
         except _STREAM_ERRORS as exc:
             self._failed(exc, position)
             return False
         if fresh:
             self.skip_from = position
+            self.anchor = position.anchor if verify else None
         self.failures = 0
         return True
 

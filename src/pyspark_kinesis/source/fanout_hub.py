@@ -142,10 +142,18 @@ class Hub:
         self.idle_since = time.monotonic()
 
     def open(
-        self, spec: StreamSpec, consumer: str, shard: str, position: Position, reuse: bool, batch: str = ""
+        self,
+        spec: StreamSpec,
+        consumer: str,
+        shard: str,
+        position: Position,
+        reuse: bool,
+        batch: str = "",
+        verify: bool = False,
     ) -> tuple[Held, bool]:
-        """The subscription a read continues (reuse, same position) or a new one from `position`;
-        True for a new one. A refusal raises as botocore raised it."""
+        """The subscription a read continues (reuse, same position) or a new one from `position`
+        (with `verify`, "after S" from S itself); True for a new one. A refusal raises as botocore
+        raised it."""
         key = (consumer, shard)
         with self._lock:
             kept = self._kept.pop(key, None)
@@ -156,7 +164,7 @@ class Hub:
             kept.close()
         self.spacing.before_subscribe(key)
         try:
-            subscription = Subscription(self.client_for(spec), consumer, shard, position)
+            subscription = Subscription(self.client_for(spec), consumer, shard, position, verify)
         except BaseException:
             self.spacing.answered(key, ok=False)
             raise

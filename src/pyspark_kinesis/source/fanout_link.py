@@ -12,7 +12,7 @@ the agent also checks its peer's user id, because what travels over the socket i
 settings (which may carry credentials) one way, events the other.
 
 Wire: every message is a 4-byte big-endian length and a pickle. A read sends
-("open", spec, consumer, shard, position, reuse, batch), then ("next", wait_s, settle) as often as it
+("open", spec, consumer, shard, position, reuse, batch, verify), then ("next", wait_s, settle) as often as it
 wants an event, and ends with ("keep", position) or ("close",); the agent answers each with
 (kind, value, pending): "ok", "event", "idle" (nothing within wait_s), "settle" (nothing yet, and
 another read of the same batch on this executor already took records), "end" or "error", and how many
@@ -234,12 +234,20 @@ class AgentLink:
         return kind, value, self.pending
 
     def open(
-        self, spec: StreamSpec, consumer: str, shard: str, position: Position, reuse: bool, batch: str = ""
+        self,
+        spec: StreamSpec,
+        consumer: str,
+        shard: str,
+        position: Position,
+        reuse: bool,
+        batch: str = "",
+        verify: bool = False,
     ) -> bool:
         """Subscribe from `position` (with `reuse`, continue the subscription a read kept there); True
-        for a new subscription. `batch` names the read's batch (reads of one batch may settle together).
-        The service's refusals raise as botocore raises them."""
-        _kind, fresh, _pending = self._ask(("open", spec, consumer, shard, position, reuse, batch))
+        for a new subscription. `batch` names the read's batch (reads of one batch may settle together);
+        `verify` subscribes "after S" from S itself (see `Position.iterator_args`). The service's
+        refusals raise as botocore raises them."""
+        _kind, fresh, _pending = self._ask(("open", spec, consumer, shard, position, reuse, batch, verify))
         self.open_now = True
         return bool(fresh)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..model import Position, ShardInfo
+from ..model import TRIM, Position, ShardInfo
 from .offsets import ShardState
 
 
@@ -104,3 +104,22 @@ def mark_expired(
             )
             gone.append(sid)
     return out, gone
+
+
+def forget_aged_out(
+    states: Mapping[str, ShardState], listed: Iterable[ShardInfo]
+) -> tuple[dict[str, ShardState], list[str]]:
+    """Finished shards a full ListShards no longer shows are forgotten: their records aged out (Kinesis
+    lists a closed shard until its retention has passed). A child never read yet whose parent is one of
+    them may have lost its oldest records with it: a query stopped past retention while the stream
+    resharded (an on-demand stream does so by itself). Returns the states without those parents, and
+    those children, which the caller reports as possible loss."""
+    present = {s.shard_id for s in listed}
+    gone = {sid for sid, state in states.items() if state.finished and sid not in present}
+    out = {sid: state for sid, state in states.items() if sid not in gone}
+    children = sorted(
+        sid
+        for sid, state in out.items()
+        if state.position.kind == TRIM and state.polled_ms == 0 and any(p in gone for p in state.parents)
+    )
+    return out, children

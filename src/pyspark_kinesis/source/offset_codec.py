@@ -105,9 +105,11 @@ def encode_state(
     idle: bool,
     polled_ms: int,
     closed: bool,
+    tip_ms: int = 0,
 ) -> str:
     """One shard's offset entry: the position, then `;`-separated tagged fields that differ from their
-    defaults (p parents, t task, r/b record/byte budgets, i idle, o last poll, c closed)."""
+    defaults (p parents, t task, r/b record/byte budgets, i idle, o last poll, c closed, k when a read
+    found the shard at the tip at this position)."""
     parts = [encode_position(position)]
     if parents:
         parts.append("p" + "+".join(pack_shard_id(p) for p in parents))
@@ -123,18 +125,29 @@ def encode_state(
         parts.append(f"o{polled_ms}")
     if closed:
         parts.append("c")
+    if tip_ms:
+        parts.append(f"k{tip_ms}")
     return ";".join(parts)
 
 
-def decode_state(text: str) -> tuple[Position, tuple[str, ...], int, int, int, bool, int, bool]:
+def decode_state(text: str) -> tuple[Position, tuple[str, ...], int, int, int, bool, int, bool, int]:
     """The inverse of `encode_state`, in its argument order."""
     head, *fields = text.split(";")
-    values: dict[str, Any] = {"p": (), "t": NO_TASK, "r": -1, "b": -1, "i": False, "o": 0, "c": False}
+    values: dict[str, Any] = {
+        "p": (),
+        "t": NO_TASK,
+        "r": -1,
+        "b": -1,
+        "i": False,
+        "o": 0,
+        "c": False,
+        "k": 0,
+    }
     for field in fields:
         tag, value = field[:1], field[1:]
         if tag == "p":
             values["p"] = tuple(unpack_shard_id(p) for p in value.split("+") if p)
-        elif tag in ("t", "r", "b", "o"):
+        elif tag in ("t", "r", "b", "o", "k"):
             values[tag] = int(value)
         elif tag in ("i", "c"):
             values[tag] = True
@@ -149,4 +162,5 @@ def decode_state(text: str) -> tuple[Position, tuple[str, ...], int, int, int, b
         values["i"],
         values["o"],
         values["c"],
+        values["k"],
     )

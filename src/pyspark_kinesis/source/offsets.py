@@ -53,6 +53,10 @@ class ShardState:
     idle: bool = False  # the last read found it at the tip with nothing new
     polled_ms: int = 0  # when it was last read (driver clock), for the idle poll interval
     closed: bool = False  # ListShards gave it an ending sequence number: its end is yet to be read
+    # When a read last found the shard at the tip at exactly this position (read clock, ms; 0: not known).
+    # Every record after the position arrived after that moment, so none of them can have aged out
+    # within the stream's retention of it: a read that finds the position itself gone loses nothing.
+    tip_ms: int = 0
 
     @property
     def finished(self) -> bool:
@@ -68,6 +72,7 @@ class ShardState:
             "idle": self.idle,
             "polled": self.polled_ms,
             "closed": self.closed,
+            "tip": self.tip_ms,
         }
 
     def to_compact(self) -> str:
@@ -80,6 +85,7 @@ class ShardState:
             self.idle,
             self.polled_ms,
             self.closed,
+            self.tip_ms,
         )
 
     @staticmethod
@@ -98,6 +104,7 @@ class ShardState:
             idle=bool(data.get("idle", False)),
             polled_ms=int(data.get("polled", 0)),
             closed=bool(data.get("closed", False)),
+            tip_ms=int(data.get("tip", 0)),
         )
 
 
@@ -259,6 +266,7 @@ class ShardSlice:
     max_records: int
     max_bytes: int
     closed: bool = False  # known to be closed: read on through empty responses to its end
+    tip_ms: int = 0  # when a read found the shard at the tip at `start` (see `ShardState.tip_ms`)
 
     @property
     def ref(self) -> ShardRef:

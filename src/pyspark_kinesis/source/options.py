@@ -17,7 +17,7 @@ from ..config.aws_settings import AWS_OPTIONS
 from ..config.option_values import bool_option, fold, int_option, parse_position
 from ..config.stream_specs import StreamSpec, parse_streams
 from ..errors import OptionError
-from ..model import Position
+from ..model import Position, StreamIdentity
 
 # name -> (default shown in docs, one-line description). docs/options.md is checked against this
 # table by a test, so docs and code cannot drift apart.
@@ -124,9 +124,10 @@ class SourceConfig:
                 return spec
         return None
 
-    def with_identities(self, identities: list[tuple[str, int | None]]) -> SourceConfig:
-        """The config with every stream's identity (ARN, creation time) resolved, in `streams` order."""
-        specs = (s.with_identity(arn, ms) for s, (arn, ms) in zip(self.streams, identities, strict=True))
+    def with_identities(self, identities: list[StreamIdentity]) -> SourceConfig:
+        """The config with every stream's identity (ARN, creation time, retention) resolved, in
+        `streams` order."""
+        specs = (s.with_identity(i) for s, i in zip(self.streams, identities, strict=True))
         return replace(self, streams=tuple(specs))
 
 

@@ -11,17 +11,16 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TypeVar
 
-from .. import assign
 from ..aws.kinesis import KinesisProxy
 from ..config.stream_specs import StreamSpec
 from ..errors import CheckpointMismatchError, StreamAccessError
 from ..model import Position, ShardRef
 from . import lineage
-from .batch_log import BatchEndLog
+from .batch_log import BatchEndLog, offset_digest
+from .batch_shape import BatchShape
 from .discovery import ShardDiscovery, now_ms, recreated_streams
 from .lag import LagTracker
 from .offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, TaskEnd, TaskPlan
@@ -29,18 +28,6 @@ from .options import SourceConfig
 
 log = logging.getLogger(__name__)
 _AVAILABLE_NOW_LISTINGS = 6  # listings tried after a closure before an AvailableNow run gives up
-K = TypeVar("K", bound=Hashable)
-
-
-def split_budget(total: int, shard_ids: list[K], rotate: int) -> dict[K, int]:
-    """Share a batch-wide limit between shards: equal parts, the remainder to a rotating few, so that a
-    limit smaller than the shard count still lets every shard progress over successive batches."""
-    count = len(shard_ids)
-    base, extra = divmod(total, count)
-    out = {}
-    for index, sid in enumerate(shard_ids):
-        out[sid] = base + (1 if (index - rotate) % count < extra else 0)
-    return out
 
 
 def plan_tasks(offset: SourceOffset, config: SourceConfig) -> list[TaskPlan]:
@@ -62,7 +49,9 @@ def plan_tasks(offset: SourceOffset, config: SourceConfig) -> list[TaskPlan]:
         if not kept:
             continue
         slices = tuple(
-            ShardSlice(stream, sid, state.position, state.max_records, state.max_bytes, state.closed)
+            ShardSlice(
+                stream, sid, state.position, state.max_records, state.max_bytes, state.closed, state.tip_ms
+            )
             for stream, sid in kept
             for state in (offset.state((stream, sid)),)
         )
@@ -87,14 +76,15 @@ class Planner:
         self.discovery = ShardDiscovery(config, proxy_factory, clock)
         self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow
+        self.token: str | None = None  # the query's, once known (its `live` record is renewed)
+        self.shape = BatchShape(config)
         self._ends_cache: tuple[int, dict[ShardRef, ShardEnd]] | None = None
         self._checked_tokens: set[str] = set()
-        self._done: set[ShardRef] = set()
         self._initial: SourceOffset | None = None
-        self._load: dict[ShardRef, float] = {}  # recent bytes per batch per shard (moving average)
         self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
         self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
-        self._starved: dict[ShardRef, int] = {}  # batches in a row whose task for the shard never ran
+        self._looked_up: set[int] = set()  # batches whose `planned` marker this run has looked at
+        self._planned_here: dict[int, str] = {}  # batch -> digest of its offset, planned or checked here
         self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
 
     # -- start of a new query --------------------------------------------------------------------
@@ -103,6 +93,7 @@ class Planner:
         if self._initial is None:
             streams = {spec.key: self.discovery.initial_states(spec.key) for spec in self.config.streams}
             token = uuid.uuid4().hex
+            self._claim(token)
             self.log.start_query(token, sorted(streams))
             for spec in self.config.streams:
                 log.info(
@@ -129,8 +120,44 @@ class Planner:
                 "(and metadataPath) for other streams; to add or remove streams, keep at least one."
             )
         if offset.token not in self._checked_tokens:
-            self.log.check_query(offset.token)
+            self.log.check_query(offset.token, offset.batch, sorted(offset.streams))
+            self._claim(offset.token)
             self._checked_tokens.add(offset.token)
+
+    def _claim(self, token: str) -> None:
+        """This run is the query with `token`: no other query may be running on metadataPath."""
+        self.log.beat(token)
+        self.log.check_alone(token)
+        self.token = token
+
+    def check_replay(self, end: SourceOffset) -> None:
+        """Before any task of a logged batch runs (Spark's `partitions`): the records under
+        metadataPath must be this checkpoint's, and the batch must have been planned there as logged.
+        Otherwise (a moved, cleaned or older metadataPath) a replay would read afresh and record new
+        ends: rows unlike the first attempt's, and the query failing a batch later."""
+        if self._planned_here.get(end.batch) == offset_digest(end.to_json()):
+            return  # planned (or checked) in this run
+        self.check_offset(end)
+        marker = self.log.planned(end.token, end.batch)
+        if marker is None:
+            raise CheckpointMismatchError(
+                f"The checkpoint's batch {end.batch} has no record under metadataPath "
+                f"'{self.config.metadata_path}' that it was planned: the metadataPath was changed, cleaned, or "
+                "is older than the checkpoint. Restore the metadataPath this query ran with, or start over "
+                "with a new checkpointLocation (and metadataPath)."
+            )
+        if marker.digest is not None and marker.digest != offset_digest(end.to_json()):
+            raise CheckpointMismatchError(
+                f"The checkpoint's batch {end.batch} was planned differently under metadataPath "
+                f"'{self.config.metadata_path}' (another query's records, or a checkpoint restored from "
+                "another copy). Use this query's own checkpoint and metadataPath."
+            )
+        self._planned_here[end.batch] = offset_digest(end.to_json())
+
+    def committed(self, end: SourceOffset) -> None:
+        """Spark committed batch `end.batch`: no restart can need the records of it or before it."""
+        if end.batch >= 0:
+            self.log.collect(end.token, end.batch + 1)
 
     # -- reading what the last batch did ---------------------------------------------------------
     def recorded_ends(self, offset: SourceOffset) -> dict[ShardRef, ShardEnd]:
@@ -140,6 +167,7 @@ class Planner:
         if self._ends_cache is not None and self._ends_cache[0] == offset.batch:
             return self._ends_cache[1]
         ends: dict[ShardRef, ShardEnd] = {}
+        unrun: list[ShardRef] = []
         for task, all_refs in offset.tasks().items():
             # Shards of streams removed from the options (or re-created) were not read when the batch
             # ran after the restart (see `plan_tasks`): they have no end to find.
@@ -154,15 +182,11 @@ class Planner:
             for ref in refs:
                 end = record.shards[ref]
                 if end.unrun:  # read again from the same position, ahead of the others
-                    self._starved[ref] = self._starved.get(ref, 0) + 1
+                    unrun.append(ref)
                 else:
-                    self._starved.pop(ref, None)
                     ends[ref] = end
         self._ends_cache = (offset.batch, ends)
-        for ref, end in ends.items():
-            previous = self._load.get(ref)
-            self._load[ref] = end.bytes if previous is None else 0.5 * previous + 0.5 * end.bytes
-        self.log.collect(offset.token, offset.batch)
+        self.shape.observe(ends, unrun)
         return ends
 
     def _close_unrun(self, offset: SourceOffset, task: int, starts: dict[ShardRef, Position]) -> TaskEnd:
@@ -201,7 +225,12 @@ class Planner:
                     states[sid] = base
                 else:
                     idle = end.records == 0 and end.at_tip
-                    states[sid] = replace(base, position=end.end, idle=idle, polled_ms=max(end.read_at_ms, 1))
+                    # When the shard was last seen at the tip at its new position: now, or as before if
+                    # the read did not move (see `ShardState.tip_ms`).
+                    tip = end.read_at_ms if end.at_tip else state.tip_ms if end.end == state.position else 0
+                    states[sid] = replace(
+                        base, position=end.end, idle=idle, polled_ms=max(end.read_at_ms, 1), tip_ms=tip
+                    )
         return streams
 
     def _follow_options(self, streams: dict[str, dict[str, ShardState]]) -> dict[str, dict[str, ShardState]]:
@@ -247,10 +276,15 @@ class Planner:
         return refreshed
 
     def next_offset(self, start: SourceOffset, max_rows: int | None, max_bytes: int | None) -> SourceOffset:
-        """The offset of the next batch, or `start` itself when there is nothing to read now."""
+        """The offset of the next batch, or `start` itself when there is nothing to read now. A batch
+        planned before (under asynchronous progress tracking Spark plans again from an older durable
+        offset after a crash) gets the offset it was planned with."""
         self.check_offset(start)
         self._recreated = set(recreated_streams(start, self.config))
         ends = self.recorded_ends(start)
+        again = self._planned_before(start)
+        if again is not None:
+            return again
         streams = self._follow_options(self.advance(start, ends))
         for key in sorted(self._recreated):
             log.warning(
@@ -260,71 +294,28 @@ class Planner:
             )
             streams[key] = self.discovery.initial_states(key, Position.trim_horizon())
         for key in streams:
-            # A shard that closed in the last batch forces one listing (its children are new); the
-            # same recorded ends come back on every trigger until a batch is planned, so each closure
-            # is looked at once, and the interval rules the rest.
-            closures = {
-                ref for ref, e in ends.items() if ref[0] == key and e.end.is_end
-            } - self._closures_seen
-            if closures:
-                log.info(
-                    "Kinesis stream %s: shards %s were read to their end (closed by a reshard); their children "
-                    "%s follow them",
-                    key,
-                    ", ".join(sorted(sid for _k, sid in closures)),
-                    ", ".join(sorted({c for ref in closures for c in ends[ref].children}))
-                    or "(none reported)",
-                )
-                refreshed = self._list_after(closures, ends, streams[key])
-            else:
-                refreshed = self.discovery.refresh(key, streams[key], force=False, cutoff_ms=self.cutoff_ms)
-            streams[key] = lineage.prune_finished(refreshed)
+            streams[key] = lineage.prune_finished(self._discover(key, streams[key], ends))
         self.lag.update(start.batch, ends, streams)
 
-        now = self.clock()
-        drained = self._drained_now(start, ends)
-        candidates: list[ShardRef] = [
-            (key, sid)
-            for key in sorted(streams)
-            for sid in lineage.readable(streams[key])
-            if (key, sid) not in drained
-            # AvailableNow reads on until every shard is drained: returning `start` would end the run.
-            # (Under fan-out a read waits for pushes in the executor's agent instead: no idle skip.)
-            and not (
-                self.cutoff_ms is None
-                and not self.config.fan_out
-                and streams[key][sid].idle
-                and now - streams[key][sid].polled_ms < self.config.idle_poll_interval_ms
-            )
-        ]
-        budgets_rows = split_budget(max_rows, candidates, start.batch + 1) if max_rows and candidates else {}
-        budgets_bytes = (
-            split_budget(max_bytes, candidates, start.batch + 1) if max_bytes and candidates else {}
-        )
-        to_read = [
-            ref for ref in candidates if budgets_rows.get(ref, 1) > 0 and budgets_bytes.get(ref, 1) > 0
-        ]
-
-        if to_read:
-            log.debug("Batch %d: %d shards to read", start.batch + 1, len(to_read))
-        if not to_read:
+        candidates = self.shape.admit(streams, ends, start.cutoff_ms, self.cutoff_ms, self.clock())
+        slots = self.shape.slots(candidates, max_rows, max_bytes, start.batch + 1, self.discovery.info)
+        if not slots:
             # Nothing to read now: no batch. Where batch `start.batch` ended stays in its records, and
             # every later call (or a restarted query) derives the same states from them, so a batch
             # that only carried new positions would cost a commit and, under AvailableNow, an extra
             # empty batch after the one that drained the stream.
             return start
-        for ref, task in self._assign(to_read).items():
-            key, sid = ref
+        log.debug("Batch %d: %d shards to read", start.batch + 1, len(slots))
+        for (key, sid), slot in slots.items():
             info = self.discovery.info(key, sid)
             streams[key][sid] = replace(
                 streams[key][sid],
-                task=task,
-                max_records=budgets_rows.get(ref, -1),
-                max_bytes=budgets_bytes.get(ref, -1),
+                task=slot.task,
+                max_records=slot.max_records,
+                max_bytes=slot.max_bytes,
                 closed=streams[key][sid].closed or (info is not None and info.closed),
             )
-        self.log.mark_planned(start.token, start.batch + 1)
-        return SourceOffset(
+        offset = SourceOffset(
             token=start.token,
             batch=start.batch + 1,
             streams=streams,
@@ -333,6 +324,47 @@ class Planner:
                 streams, {k: v for k, v in start.created.items() if k not in self._recreated}
             ),
         )
+        planned = offset.to_json()
+        stands = self.log.mark_planned(start.token, start.batch + 1, planned, start.to_json())
+        self._planned_here[start.batch + 1] = offset_digest(stands)
+        return offset if stands is planned else SourceOffset.from_json(stands)
+
+    def _planned_before(self, start: SourceOffset) -> SourceOffset | None:
+        """The offset batch `start.batch + 1` was planned with before, if it was (looked up once per run:
+        afterwards only this run plans it)."""
+        batch = start.batch + 1
+        if batch in self._looked_up:
+            return None
+        self._looked_up.add(batch)
+        marker = self.log.planned(start.token, batch)
+        if marker is None or marker.offset is None:
+            return None
+        self.log.check_same_start(batch, marker, start.to_json())
+        log.info("Batch %d was planned before (a restart re-plans it): its offset is used again", batch)
+        again = SourceOffset.from_json(marker.offset)
+        for key, states in again.streams.items():
+            if self.config.stream(key) is not None:  # what aged out since it was planned is reported
+                self.discovery.refresh(key, dict(states), force=False, cutoff_ms=None)
+        self._planned_here[batch] = offset_digest(marker.offset)
+        return again
+
+    def _discover(
+        self, key: str, states: dict[str, ShardState], ends: dict[ShardRef, ShardEnd]
+    ) -> dict[str, ShardState]:
+        """One stream's states after discovery. A shard that closed in the last batch forces one
+        listing (its children are new); the same recorded ends come back on every trigger until a batch
+        is planned, so each closure is looked at once, and the interval rules the rest."""
+        closures = {ref for ref, e in ends.items() if ref[0] == key and e.end.is_end} - self._closures_seen
+        if not closures:
+            return self.discovery.refresh(key, states, force=False, cutoff_ms=self.cutoff_ms)
+        log.info(
+            "Kinesis stream %s: shards %s were read to their end (closed by a reshard); their children "
+            "%s follow them",
+            key,
+            ", ".join(sorted(sid for _k, sid in closures)),
+            ", ".join(sorted({c for ref in closures for c in ends[ref].children})) or "(none reported)",
+        )
+        return self._list_after(closures, ends, states)
 
     def _created(self, streams: dict[str, dict[str, ShardState]], known: dict[str, int]) -> dict[str, int]:
         """Each stream's creation time as the offset keeps it: what it said, else what the query start learned."""
@@ -342,56 +374,3 @@ class Planner:
             if created is not None:
                 out[key] = created
         return out
-
-    def _assign(self, refs: list[ShardRef]) -> dict[ShardRef, int]:
-        """Group the shards of a batch onto tasks with the configured assigner (see `assign`). Shards of
-        all streams share the tasks; the assigner sees them under ids unique across streams."""
-        config = self.config
-        count = assign.task_count(len(refs), config.target_tasks, config.max_shards_per_task)
-        if count == len(refs) and config.shard_assigner == "balanced":
-            ordered = self._first_the_starved([[ref] for ref in sorted(refs)])  # one task per shard
-            return {group[0]: index for index, group in enumerate(ordered)}
-        index_of = {key: n for n, key in enumerate(sorted({key for key, _sid in refs}))}
-
-        def uid(key: str, sid: str) -> str:
-            return sid if len(index_of) == 1 else f"{index_of[key]}/{sid}"
-
-        by_uid: dict[str, ShardRef] = {}
-        shards = []
-        for key, sid in sorted(refs):
-            info = self.discovery.info(key, sid)
-            shard = info.to_api() if info is not None else {"ShardId": sid}
-            for parent in ("ParentShardId", "AdjacentParentShardId"):
-                if shard.get(parent):
-                    shard[parent] = uid(key, shard[parent])
-            shard["ShardId"] = uid(key, sid)
-            by_uid[shard["ShardId"]] = (key, sid)
-            shards.append(shard)
-        load = {uid(*ref): self._load[ref] for ref in refs if ref in self._load}
-        groups = [
-            [by_uid[u] for u in g] for g in assign.assign(shards, count, config.shard_assigner, load or None)
-        ]
-        ordered = self._first_the_starved([g for g in groups if g])
-        return {ref: index for index, group in enumerate(ordered) for ref in group}
-
-    def _first_the_starved(self, groups: list[list[ShardRef]]) -> list[list[ShardRef]]:
-        """Task order: groups holding shards whose task did not run last time come first. A foreachBatch
-        that runs only the first task (`df.show()`) then still moves every shard on, batch by batch."""
-        ranked = sorted(
-            range(len(groups)), key=lambda i: (-max(self._starved.get(r, 0) for r in groups[i]), i)
-        )
-        return [groups[i] for i in ranked]
-
-    def _drained_now(self, start: SourceOffset, ends: dict[ShardRef, ShardEnd]) -> set[ShardRef]:
-        """AvailableNow: shards with nothing more to read before the cutoff stay done for this run.
-        Ends read under another cutoff (an earlier run) say nothing about this one."""
-        if self.cutoff_ms is None:
-            return set()
-        if start.cutoff_ms != self.cutoff_ms:
-            self._done = set()
-            return self._done
-        # At the tip means nothing was left when the response was made, which was after the cutoff
-        # (the run's shard list is from after it too, see `ShardDiscovery.refresh`): no record put
-        # before it is left.
-        self._done |= {ref for ref, e in ends.items() if e.reached_cutoff or e.at_tip}
-        return self._done

@@ -9,6 +9,8 @@ loads only what reading needs (`tests/unit/test_layers.py` checks it).
 from __future__ import annotations
 
 import functools
+import logging
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,8 @@ from pyspark.sql.streaming.datasource import (
 from .offsets import SourceOffset, TaskPlan
 from .options import SourceConfig
 from .reading import BackfillSlice, read_backfill, read_task
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .planning import Planner
@@ -64,6 +68,9 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 BatchEndLog.open(self.config.metadata_path or "", self.config.metadata_storage_options),
                 functools.partial(KinesisProxy, agent="planner"),
             )
+            threading.Thread(
+                target=_keep_alive, args=(self._planner,), name="kinesis-live", daemon=True
+            ).start()
         return self._planner
 
     # -- driver side ------------------------------------------------------------------------------
@@ -102,14 +109,33 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         if start == end:
             return []
-        return [KinesisPartition(plan) for plan in plan_tasks(SourceOffset.from_json(end), self.config)]
+        offset = SourceOffset.from_json(end)
+        self.planner.check_replay(offset)
+        return [KinesisPartition(plan) for plan in plan_tasks(offset, self.config)]
 
     def commit(self, end: dict) -> None:
-        """A hint only (it lags a batch and may never come); garbage collection happens in planning."""
+        """Spark committed the batch `end` ends: the records of it and before it can go (see
+        `BatchEndLog.collect`). It lags a batch, and the last batch of a run may never be committed."""
+        self.planner.committed(SourceOffset.from_json(end))
 
     # -- executor side ----------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_task(self.config, partition.plan)
+
+
+def _keep_alive(planner: Planner) -> None:
+    """Renew the running query's `live` record under metadataPath while this driver-side process
+    lives (see `BatchEndLog.beat`): another query that would share metadataPath refuses to start."""
+    from .batch_log import LIVE_EVERY_S
+
+    pause = threading.Event()
+    while True:  # a daemon thread: it ends with the process (the query's run)
+        pause.wait(LIVE_EVERY_S)
+        if planner.token is not None:
+            try:
+                planner.log.beat(planner.token)
+            except Exception as exc:  # a passing storage failure: the next beat tries again
+                log.warning("metadataPath: could not renew the query's live record: %s", exc)
 
 
 class KinesisBatchReader(DataSourceReader):

@@ -77,10 +77,18 @@ def _fetch_all(
                 recorded,
                 plan.batch,
                 config.fail_on_data_loss,
-                batch_key=f"{config.metadata_path}#{plan.batch}",
+                piece.tip_ms,
+                batch_key=f"{plan.token}#{plan.batch}",
             ).run()
         return fetch_shard(
-            proxy, piece.shard_id, piece.start, limits, recorded, config.fail_on_data_loss, plan.batch
+            proxy,
+            piece.shard_id,
+            piece.start,
+            limits,
+            recorded,
+            config.fail_on_data_loss,
+            plan.batch,
+            piece.tip_ms,
         )
 
     if len(plan.shards) == 1:
@@ -147,7 +155,7 @@ def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.Rec
             closed=piece.closed,
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
         )
-        cols, end = fetch_shard(proxy, piece.shard_id, position, limits)
+        cols, end = fetch_shard(proxy, piece.shard_id, position, limits, None, config.fail_on_data_loss)
         if len(cols):
             yield cols.to_arrow()
         if end.end.is_end or end.reached_cutoff or end.at_tip:

@@ -33,12 +33,20 @@ class BatchEndStore(ABC):
         """The record at `key`, or None."""
 
     @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove one record, if it is there."""
+
+    @abstractmethod
     def delete_folder(self, prefix: str) -> None:
         """Remove a folder of records (garbage collection of batches no restart can need)."""
 
     @abstractmethod
     def list_folders(self, prefix: str) -> list[str]:
         """Names of sub-folders directly under `prefix`, sorted (batch folders, for garbage collection)."""
+
+    @abstractmethod
+    def list_records(self, prefix: str) -> list[str]:
+        """Names of the records (not folders) directly under `prefix`, sorted."""
 
     def check_writable(self) -> None:
         """Prove at query start that records can be written here, and that the first-writer-wins create
@@ -50,7 +58,7 @@ class BatchEndStore(ABC):
             if not self.put_if_absent(key, b"probe"):
                 raise OSError("a fresh probe key already existed")
             exclusive = not self.put_if_absent(key, b"second")
-            self.delete_folder("_probe")
+            self.delete(key)  # only its own: another query may be probing the same metadataPath now
         except (OSError, ValueError, NotImplementedError) as exc:
             raise OptionError(
                 "metadataPath",
@@ -108,11 +116,21 @@ class LocalStore(BatchEndStore):
             return None
 
     def list_folders(self, prefix: str) -> list[str]:
+        return self._list(prefix, folders=True)
+
+    def list_records(self, prefix: str) -> list[str]:
+        return [n for n in self._list(prefix, folders=False) if not n.endswith(".tmp")]
+
+    def _list(self, prefix: str, *, folders: bool) -> list[str]:
         folder = self._path(prefix)
         try:
-            return sorted(n for n in os.listdir(folder) if os.path.isdir(os.path.join(folder, n)))
-        except FileNotFoundError:
+            return sorted(n for n in os.listdir(folder) if os.path.isdir(os.path.join(folder, n)) == folders)
+        except (FileNotFoundError, NotADirectoryError):
             return []
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._path(key))
 
     def delete_folder(self, prefix: str) -> None:
         shutil.rmtree(self._path(prefix), ignore_errors=True)
@@ -166,11 +184,23 @@ class FsspecStore(BatchEndStore):
             return None
 
     def list_folders(self, prefix: str) -> list[str]:
+        return self._list(prefix, "directory")
+
+    def list_records(self, prefix: str) -> list[str]:
+        return self._list(prefix, "file")
+
+    def _list(self, prefix: str, kind: str) -> list[str]:
         try:
+            # Fresh listings: a cached one would hide records other processes wrote since.
+            self.fs.invalidate_cache(self._path(prefix))
             entries = self.fs.ls(self._path(prefix), detail=True)
         except FileNotFoundError:
             return []
-        return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "directory")
+        return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == kind)
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._path(key))
 
     def delete_folder(self, prefix: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from ...config.stream_specs import StreamSpec
-from ...model import Position, ShardInfo
+from ...model import Position, ShardInfo, StreamIdentity
 from ...source.batch_log import BatchEndLog
 from ...source.offsets import ShardEnd, ShardState, SourceOffset, TaskEnd
 from ...source.options import parse_options
@@ -89,7 +89,7 @@ def planning_times(shards: int, batches: int) -> Spread:
     times = []
     with tempfile.TemporaryDirectory(prefix="bench-offsets-") as folder:
         config = parse_options({**options, "metadataPath": folder}, streaming=True)
-        config = config.with_identities([(ARN, CREATED)])
+        config = config.with_identities([StreamIdentity(ARN, CREATED)])
         log = BatchEndLog.open(folder)
         planner = Planner(config, log, lambda spec: _Proxy(spec, listed))  # type: ignore[arg-type,return-value]
         offset = planner.initial_offset()

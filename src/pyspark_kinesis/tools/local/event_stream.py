@@ -14,7 +14,9 @@ benchmarks on loopback.
 from __future__ import annotations
 
 import binascii
+import http.client
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from botocore.eventstream import EventStreamBuffer
@@ -27,6 +29,15 @@ def _header(name: str, value: str) -> bytes:
     return bytes([len(key)]) + key + bytes([_STRING]) + struct.pack(">H", len(text)) + text
 
 
+def _frame(headers: bytes, payload: bytes) -> bytes:
+    """Prelude (lengths and its CRC32), headers, payload, message CRC32."""
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + headers + payload
+    return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
+
+
 def event_message(event_type: str, payload: bytes, message_type: str = "event") -> bytes:
     """One event-stream message with the usual headers."""
     headers = (
@@ -34,11 +45,7 @@ def event_message(event_type: str, payload: bytes, message_type: str = "event") 
         + _header(":event-type", event_type)
         + _header(":content-type", "application/json")
     )
-    total = 12 + len(headers) + len(payload) + 4
-    prelude = struct.pack(">II", total, len(headers))
-    prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
-    message = prelude + headers + payload
-    return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
+    return _frame(headers, payload)
 
 
 INITIAL_RESPONSE = event_message("initial-response", b"{}")
@@ -57,14 +64,23 @@ def first_message(data: bytes) -> tuple[str, str] | None:
     return None
 
 
-def relay(response: Any, write: Any, on_first: Any = None, max_chunks: int = 10_000_000) -> int:
+def relay(
+    response: Any,
+    write: Any,
+    on_first: Any = None,
+    max_chunks: int = 10_000_000,
+    rewrite: Callable[[bytes], bytes] | None = None,
+) -> int:
     """Forward an event-stream HTTP body from `response` (http.client) to `write` (one HTTP chunk per
     call) as it arrives, with an `initial-response` in front when the server sent none; `on_first`
     gets the first message's (type, event or exception type) (an exception: the subscription was
-    refused). Returns the bytes relayed; ends when the server ends the body or the client went away."""
+    refused). With `rewrite`, every `SubscribeToShardEvent` payload is passed through it (the fault
+    proxy drops aged-out records from events). Returns the bytes relayed; ends when the server ends
+    the body or the client went away."""
     head = b""
     checked = False
     sent = 0
+    pending = EventStreamBuffer() if rewrite is not None else None
     for _chunk in range(max_chunks):
         data = response.read1(65536)
         if not data:
@@ -79,6 +95,82 @@ def relay(response: Any, write: Any, on_first: Any = None, max_chunks: int = 10_
                 on_first(first)
             if first[1] != "initial-response":
                 write(INITIAL_RESPONSE)
+        if pending is not None and rewrite is not None:
+            pending.add_data(data)
+            data = b"".join(_rewritten(message, rewrite) for message in pending)
+            if not data:
+                continue
         write(data)
         sent += len(data)
     return sent
+
+
+def _rewritten(message: Any, rewrite: Callable[[bytes], bytes]) -> bytes:
+    """A parsed message framed again, its payload rewritten if it is a SubscribeToShardEvent."""
+    headers = message.headers
+    kind = str(headers.get(":message-type", "event"))
+    event = str(headers.get(":event-type") or headers.get(":exception-type") or "")
+    payload = bytes(message.payload)
+    if kind == "event" and event == "SubscribeToShardEvent":
+        payload = rewrite(payload)
+    if kind == "exception":
+        return _exception_message(event, payload)
+    return event_message(event, payload, kind)
+
+
+def _exception_message(exception_type: str, payload: bytes) -> bytes:
+    headers = (
+        _header(":message-type", "exception")
+        + _header(":exception-type", exception_type)
+        + _header(":content-type", "application/json")
+    )
+    return _frame(headers, payload)
+
+
+def relay_subscription(
+    handler: Any,
+    target: tuple[str, int],
+    body: bytes,
+    on_first: Callable[[tuple[str, str]], None],
+    rewrite: Callable[[bytes], bytes],
+) -> bool:
+    """Forward one SubscribeToShard call from an HTTP handler to the server at `target` and relay its
+    answer: a refusal as it came, a stream through `relay`. False when the server could not be reached
+    (nothing was answered)."""
+    connection = http.client.HTTPConnection(*target, timeout=600)
+    try:
+        send = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection")}
+        try:
+            connection.request("POST", "/", body=body, headers=send)
+            response = connection.getresponse()
+        except OSError:
+            return False
+        if response.status != 200:
+            payload = response.read()
+            handler.send_response(response.status)
+            handler.send_header("Content-Type", "application/x-amz-json-1.1")
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload)
+            return True
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+
+        def chunk(data: bytes) -> None:
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            handler.wfile.flush()
+
+        try:
+            relay(response, chunk, on_first, rewrite=rewrite)
+            handler.wfile.write(b"0\r\n\r\n")
+        except (OSError, ValueError, http.client.HTTPException):
+            pass  # the client closed the subscription (close ours upstream too), or the server ended it
+        handler.close_connection = True
+        return True
+    except OSError:
+        handler.close_connection = True
+        return True
+    finally:
+        connection.close()

@@ -16,7 +16,12 @@ botocore's and the fetch loop's to retry; an expired iterator is the connector's
 
 GetRecords answers can also be rewritten, to show the connector what the local servers cannot produce:
 `trim(shard, seq)` drops a shard's records below a sequence number (data aged out past retention: the
-servers keep 24 h at least), `max_limit` caps the records per response and marks a full one as behind
+servers keep 24 h at least) from GetRecords answers and SubscribeToShard events, and answers a
+GetShardIterator or SubscribeToShard at a sequence number below it either as Kinesis may: with an
+iterator that silently starts at the oldest record left (`aged.mode` "silent", the default), or
+with an InvalidArgumentException ("error"; see `aged_out`); `fail_next[(agent, operation)] = n` refuses the next n
+calls of an operation from one connector part with LimitExceededException (DescribeStreamSummary's
+20 calls per second per account, say); `max_limit` caps the records per response and marks a full one as behind
 the tip (a backlog larger than one response; the local servers answer MillisBehindLatest 0 anyway), and `strip_partition_keys` removes PartitionKey (records put with the service's AUTO record
 distribution), and the shards in `gone` answer ResourceNotFoundException (expired past retention). Which shard a response belongs to is learned from the GetShardIterator call its iterator
 chain started with.
@@ -46,6 +51,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 from urllib.parse import urlparse
+
+from .aged_out import AgedOut
 
 _AGENT = re.compile(r"pyspark-kinesis/(\w+)")
 _PID = re.compile(r"pid/(\d+)")
@@ -109,7 +116,8 @@ class FaultProxy:
         self.injected: dict[str, int] = {}
         self.calls: Counter[tuple[str, str]] = Counter()  # (agent, operation) -> count
         self.call_times: list[tuple[float, str, str]] = []  # (monotonic time, agent, operation)
-        self.trimmed: dict[str, int] = {}  # shard id -> records below this sequence number are gone
+        self.aged = AgedOut(self.note)  # trimmed shard heads (see `aged_out`)
+        self.fail_next: dict[tuple[str, str], int] = {}  # (agent, operation) -> calls still to refuse
         self.max_limit: int | None = None  # GetRecords Limit is capped to this
         self.strip_partition_keys = False
         self._shard_of: dict[str, str] = {}  # shard iterator -> shard id
@@ -122,8 +130,15 @@ class FaultProxy:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 target = self.headers.get("X-Amz-Target", "")
-                proxy.count(self.headers.get("User-Agent", ""), target)
+                agent = proxy.count(self.headers.get("User-Agent", ""), target)
                 operation = target.rsplit(".", 1)[-1]
+                if proxy.refuse_next(agent, operation):
+                    send_fault(self, "limit")
+                    return
+                refused = proxy.aged.refusal(operation, body)
+                if refused is not None:
+                    send_json(self, 400, refused)
+                    return
                 if operation == "SubscribeToShard":
                     proxy.subscribe(self, body)
                     return
@@ -177,12 +192,29 @@ class FaultProxy:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.server.server_port}"
 
-    def count(self, user_agent: str, target: str) -> None:
+    def count(self, user_agent: str, target: str) -> str:
+        """Count a call; returns the calling connector part ("other" for anything else)."""
         match = _AGENT.search(user_agent)
         agent, operation = (match.group(1) if match else "other"), target.rsplit(".", 1)[-1]
         with self.lock:
             self.calls[(agent, operation)] += 1
             self.call_times.append((time.monotonic(), agent, operation))
+        return agent
+
+    def refuse_next(self, agent: str, operation: str) -> bool:
+        """Whether this call is one of the next `fail_next` calls to refuse (counted when answered)."""
+        with self.lock:
+            left = self.fail_next.get((agent, operation), 0)
+            if left <= 0:
+                return False
+            self.fail_next[(agent, operation)] = left - 1
+        self.note(f"refused {operation}")
+        return True
+
+    def note(self, kind: str) -> None:
+        """Count one injected fault of `kind`."""
+        with self.lock:
+            self.injected[kind] = self.injected.get(kind, 0) + 1
 
     def maybe_delay(self) -> None:
         rate, longest = self.delay
@@ -208,8 +240,7 @@ class FaultProxy:
         return None
 
     def note_down(self) -> None:
-        with self.lock:
-            self.injected["server-down"] = self.injected.get("server-down", 0) + 1
+        self.note("server-down")
 
     def forward(self, headers, body: bytes):
         """The server's answer; 503 ServiceUnavailable while the server is down (being restarted), as
@@ -232,8 +263,9 @@ class FaultProxy:
     def subscribe(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         """SubscribeToShard: counted, maybe refused (`subscribe_faults`), else relayed as a stream with
         the `initial-response` kinesis-local leaves out (see `event_stream`)."""
-        from .event_stream import relay
+        from .event_stream import relay_subscription
 
+        body = self.aged.moved("SubscribeToShard", body)
         request = json.loads(body)
         fault = self.pick_fault(self.subscribe_faults)
         pid = _PID.search(handler.headers.get("User-Agent", ""))
@@ -251,50 +283,29 @@ class FaultProxy:
         if fault is not None:
             send_fault(handler, fault)
             return
-        connection = http.client.HTTPConnection(self.target_host, self.target_port, timeout=600)
-        try:
-            send = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection")}
-            try:
-                connection.request("POST", "/", body=body, headers=send)
-                response = connection.getresponse()
-            except OSError:  # the server is down (being restarted): 503, counted, as for other calls
-                self.note_down()
+
+        def first(message: tuple[str, str]) -> None:
+            if message[0] == "exception":  # refused by the server itself (e.g. ResourceInUse)
                 with self.lock:
-                    self.subscriptions[entry] = (*self.subscriptions[entry][:4], "server-down")
-                send_json(handler, 503, SERVER_DOWN)
-                return
-            if response.status != 200:
-                send_json(handler, response.status, response.read())
-                return
-            handler.send_response(200)
-            handler.send_header("Content-Type", "application/vnd.amazon.eventstream")
-            handler.send_header("Transfer-Encoding", "chunked")
-            handler.end_headers()
+                    self.subscriptions[entry] = (*self.subscriptions[entry][:4], message[1])
 
-            def chunk(data: bytes) -> None:
-                handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                handler.wfile.flush()
-
-            def first(message: tuple[str, str]) -> None:
-                if message[0] == "exception":  # refused by the server itself (e.g. ResourceInUse)
-                    with self.lock:
-                        self.subscriptions[entry] = (*self.subscriptions[entry][:4], message[1])
-
-            try:
-                relay(response, chunk, first)
-                handler.wfile.write(b"0\r\n\r\n")
-            except (OSError, ValueError, http.client.HTTPException):
-                pass  # the client closed the subscription (close ours upstream too), or the server ended it
-            handler.close_connection = True
-        except OSError:
-            handler.close_connection = True
-        finally:
-            connection.close()
+        shard = request.get("ShardId", "")
+        reached = relay_subscription(
+            handler,
+            (str(self.target_host), int(self.target_port or 0)),
+            body,
+            first,
+            lambda payload: self.aged.event(shard, payload),
+        )
+        if not reached:  # the server is down (being restarted): 503, counted, as for other calls
+            self.note_down()
+            with self.lock:
+                self.subscriptions[entry] = (*self.subscriptions[entry][:4], "server-down")
+            send_json(handler, 503, SERVER_DOWN)
 
     def trim(self, shard: str, below_seq: str) -> None:
         """From now on, records of `shard` below sequence number `below_seq` are gone (aged out)."""
-        with self.lock:
-            self.trimmed[shard] = int(below_seq)
+        self.aged.trim(shard, below_seq)
 
     def read_call(self, operation: str, headers, body: bytes):
         """GetShardIterator / GetRecords, followed to their shard and rewritten as configured."""
@@ -310,6 +321,7 @@ class FaultProxy:
             )
             payload = json.dumps({"__type": "ResourceNotFoundException", "message": message}).encode()
             return 400, [("Content-Type", "application/x-amz-json-1.1")], payload
+        body = self.aged.moved(operation, body)
         if operation == "GetRecords" and self.max_limit is not None:
             request["Limit"] = min(int(request.get("Limit", 10_000)), self.max_limit)
             body = json.dumps(request).encode()
@@ -326,7 +338,7 @@ class FaultProxy:
             shard = self._shard_of.get(request["ShardIterator"])
             if shard is not None and answer.get("NextShardIterator"):
                 self._shard_of[answer["NextShardIterator"]] = shard
-            below = self.trimmed.get(shard or "")
+            below = self.aged.below(shard or "")
         records = answer.get("Records", [])
         capped = self.max_limit is not None and len(records) >= self.max_limit
         if below is None and not self.strip_partition_keys and not capped:

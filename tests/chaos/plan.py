@@ -1,0 +1,154 @@
+"""What one chaos run does (`Plan`, drawn from a seed so that a failing run can be replayed) and what it
+found (`Result`)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+KEYS = 12
+LABELS = {  # scheduled fault kind -> the column it is counted in once delivered
+    "kill-driver-before-tasks": "driver SIGKILL before tasks",
+    "kill-driver-mid-batch": "driver SIGKILL mid-batch",
+    "kill-executor": "executor SIGKILL",
+    "reshard": "reshard",
+    "restart-server": "server restart",
+    "kill-fanout-agent": "fan-out agent SIGKILL",
+    "kill-driver-ahead": "driver SIGKILL ahead of the durable log",
+    "age-out": "stop past retention",
+}
+
+
+@dataclass
+class Plan:
+    """What one run does; drawn from a seed so a failing run can be replayed."""
+
+    index: int
+    seed: int
+    kind: str  # kinesis-local | kinesalite
+    master: str
+    seconds: float
+    rate: int  # records put per second
+    shards: int
+    speculation: bool
+    task_fault: str | None  # before-record | after-record | None
+    read_faults: dict[str, float]
+    call_faults: dict[str, float]
+    delay: tuple[float, float]
+    events: list[tuple[float, str]]  # (seconds after start, kind)
+    max_records_per_batch: int
+    partial: bool = False  # a foreachBatch that uses none of some batches and partition 0 of others
+    consumer: str = "polling"  # or "efo": enhanced fan-out (kinesis-local runs only)
+    subscribe_faults: dict[str, float] = field(default_factory=dict)
+    # Spark's asynchronous progress tracking with this checkpoint interval (None: off); such a run writes
+    # through a foreach sink (Spark refuses foreachBatch there) and drains with a processingTime run.
+    async_ms: int | None = None
+    # A stop during which the head of a shard ages out past retention, answered "silent" or "error"
+    # (see the fault proxy's `aged_out`); the run reads with failOnDataLoss=false.
+    age_out: str | None = None
+
+    @staticmethod
+    def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
+        rng = random.Random(seed * 1000 + index)
+        kind = "kinesis-local" if index % 2 == 0 else "kinesalite"
+        efo = not short and index % 4 == 0  # every other kinesis-local run reads by enhanced fan-out
+        cluster = not short and index % 3 == 2  # local-cluster: executors in their own JVMs
+        standalone = not short and index % 3 == 1  # a standalone cluster, workers on two loopback hosts
+        events: list[tuple[float, str]] = [
+            (rng.uniform(0.15, 0.35) * seconds, "kill-driver-before-tasks"),
+            (rng.uniform(0.55, 0.75) * seconds, "kill-driver-mid-batch"),
+        ]
+        events += [
+            (rng.uniform(0.1, 0.9) * seconds, "reshard") for _ in range(1 if short else rng.randint(2, 3))
+        ]
+        if not short and index % 4 != 2:
+            events.append((rng.uniform(0.4, 0.6) * seconds, "restart-server"))
+        if cluster or standalone:
+            events += [(rng.uniform(0.2, 0.8) * seconds, "kill-executor") for _ in range(2)]
+        if efo:  # the executors' fan-out agents hold the subscriptions: lose one mid-batch
+            events.append((rng.uniform(0.3, 0.7) * seconds, "kill-fanout-agent"))
+        plan = Plan(
+            index=index,
+            seed=seed,
+            kind="kinesalite" if short else kind,
+            master="local-cluster[2,1,1024]" if cluster else "standalone" if standalone else "local[2,8]",
+            seconds=seconds,
+            rate=40 if kind == "kinesalite" or short else 25,
+            shards=rng.randint(2, 4),
+            # Spark speculates only in cluster modes and only onto another host: on the standalone runs.
+            speculation=standalone,
+            task_fault=rng.choice([None, "before-record", "after-record"]) if not short else "after-record",
+            read_faults={
+                "throttle": rng.uniform(0.05, 0.15),
+                "internal": rng.uniform(0.02, 0.05),
+                "unavailable": rng.uniform(0.02, 0.05),
+                "expired": rng.uniform(0.02, 0.05),
+                "reset": rng.uniform(0.01, 0.03),
+            },
+            call_faults={"limit": rng.uniform(0.05, 0.15), "internal": rng.uniform(0.02, 0.05)},
+            delay=(0.05, 0.8),
+            events=sorted(events),
+            max_records_per_batch=rng.choice([50, 150, 400]),
+            partial=short or rng.random() < 0.5,
+            consumer="efo" if efo else "polling",
+            subscribe_faults={
+                "in_use": rng.uniform(0.05, 0.15),
+                "limit": rng.uniform(0.05, 0.1),
+                "internal": 0.03,
+            }
+            if efo
+            else {},
+        )
+        return plan if short or index % 8 not in (0, 3) else plan.in_production(rng)
+
+    def in_production(self, rng: random.Random) -> Plan:
+        """One enhanced fan-out run and one kinesalite run in every eight run as production does:
+        asynchronous progress tracking (the driver killed while batches run ahead of the durable offset
+        log, instead of the windows a synchronous log shows) and a stop during which a shard's head ages
+        out. Drawn after everything else, so the other runs keep their schedules."""
+        events = [(at, kind) for at, kind in self.events if not kind.startswith("kill-driver")]
+        events += [(rng.uniform(0.15, 0.35) * self.seconds, "kill-driver-ahead")]
+        events += [(rng.uniform(0.45, 0.7) * self.seconds, "age-out")]
+        return replace(
+            self,
+            events=sorted(events),
+            partial=False,
+            async_ms=rng.choice([1000, 3000]),
+            age_out="silent" if self.index % 16 < 8 else "error",
+        )
+
+
+@dataclass
+class Result:
+    plan: Plan
+    faults: Counter[str] = field(default_factory=Counter)
+    put: int = 0
+    read: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    extra: int = 0
+    order_violations: int = 0
+    lineage_violations: int = 0  # a child shard's rows in a batch not after every batch of its parents'
+    server_lost: int = 0  # acknowledged records the server does not hold once (not the connector's doing)
+    aged_out: int = 0  # records a stop aged out before the query delivered them (expected, reported)
+    loss_warnings: int = 0  # the connector's data-loss warnings (failOnDataLoss=false) in the driver log
+    unplanned_exits: int = 0  # driver processes that ended by themselves with an error
+    hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit
+    missed: list[str] = field(default_factory=list)  # scheduled faults that found no state to hit
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.lost
+            or self.duplicated
+            or self.extra
+            or self.order_violations
+            or self.lineage_violations
+            or self.server_lost
+            or self.unplanned_exits
+            or self.missed
+            or self.error
+        )
