@@ -25,4 +25,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
   echo "$wanted" > "$stamp"
 fi
 export PYSPARK_KINESIS_NPM_DIR="$PWD/.local-kinesis"
-"$VENV/bin/python" -c "from pyspark_kinesis.tools.local import ensure_installed; ensure_installed()"
+"$VENV/bin/python" -c "from pyspark_kinesis.cli.local_kinesis import ensure_installed; ensure_installed()"

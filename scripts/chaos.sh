@@ -5,8 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-export PYSPARK_KINESIS_NPM_DIR="$PWD/.local-kinesis"
-export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-000000000000}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-local}"
-export AWS_EC2_METADATA_DISABLED=true AWS_REGION="${AWS_REGION:-us-east-1}" SPARK_LOCAL_IP=127.0.0.1
-export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+source scripts/local-env.sh
 exec .venv/bin/python -m tests.chaos.run "$@"

@@ -19,7 +19,7 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 import pytest
 
-from pyspark_kinesis.tools.local import LocalKinesis
+from pyspark_kinesis.cli.local_kinesis import LocalKinesis
 
 
 @pytest.fixture(scope="session")

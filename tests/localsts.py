@@ -17,7 +17,7 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
-from pyspark_kinesis.tools.local.server import free_port
+from pyspark_kinesis.cli.local_kinesis import free_port
 
 
 class LocalSts:

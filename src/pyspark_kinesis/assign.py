@@ -167,16 +167,16 @@ def _improve(tasks: list[list[str]], weights: Mapping[str, float], cap: int, rou
                         best = (pair, other, out, inn)
         if best is None:
             return
-        _pair, other, out, inn = best
-        tasks[top].remove(out)
-        tasks[other].append(out)
-        totals[top] -= weights[out]
-        totals[other] += weights[out]
-        if inn is not None:
-            tasks[other].remove(inn)
-            tasks[top].append(inn)
-            totals[other] -= weights[inn]
-            totals[top] += weights[inn]
+        _pair, other, moved, swapped = best
+        tasks[top].remove(moved)
+        tasks[other].append(moved)
+        totals[top] -= weights[moved]
+        totals[other] += weights[moved]
+        if swapped is not None:
+            tasks[other].remove(swapped)
+            tasks[top].append(swapped)
+            totals[other] -= weights[swapped]
+            totals[top] += weights[swapped]
 
 
 STRATEGIES: dict[str, Assigner] = {"hash_mod": hash_mod, "hash_range": hash_range, "balanced": balanced}

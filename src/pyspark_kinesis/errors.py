@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "KinesisConnectorError",
     # at query start
+    "CheckpointFormatError",
     "CheckpointMismatchError",
     "OptionError",
     "StreamAccessError",
@@ -47,6 +48,10 @@ class StreamRecreatedError(StreamAccessError):
 
 class CheckpointMismatchError(KinesisConnectorError):
     """The query's checkpoint and the batch-end records under metadataPath disagree."""
+
+
+class CheckpointFormatError(CheckpointMismatchError):
+    """An offset or a batch-end record in a format this version cannot read (written by a newer one)."""
 
 
 class DataLossError(KinesisConnectorError):

@@ -91,13 +91,13 @@ class Position:
         """GetShardIterator arguments that resume reading at this position. With `verify`, "after S"
         is read from S itself (AT_SEQUENCE_NUMBER), so that the read can check S is still there: Kinesis
         sequence numbers have gaps, and only S coming back first proves that nothing after it aged out
-        (see `fetching.ShardRead`). The reader then drops S."""
+        (see `source.executor.shard_read`). The reader then drops S."""
         if self.kind == AFTER and verify:
             return {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": self.seq}
         if self.kind == TRIM:
             return {"ShardIteratorType": "TRIM_HORIZON"}
         if self.kind == TIMESTAMP:
-            return {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": self.ts_ms / 1000.0}
+            return {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": (self.ts_ms or 0) / 1000.0}
         if self.kind == AFTER:
             return {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "StartingSequenceNumber": self.seq}
         if self.kind == INSIDE:

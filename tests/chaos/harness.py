@@ -31,9 +31,7 @@ from typing import Any
 import boto3
 import orjson
 
-from pyspark_kinesis.tools.local import LocalKinesis
-from pyspark_kinesis.tools.local.cluster import StandaloneCluster
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
+from pyspark_kinesis.cli.local_kinesis import LocalKinesis
 from tests.chaos.plan import LABELS, Plan, Result
 from tests.chaos.processes import Producer, all_pids, everything_in, session_pids
 from tests.driver import (
@@ -47,6 +45,8 @@ from tests.driver import (
     start_driver,
 )
 from tests.helpers import merge, open_shards, split, wait_active
+from tests.support.cluster import StandaloneCluster
+from tests.support.fault_proxy import FaultProxy
 
 __all__ = ["ChaosRun", "Plan", "Result"]
 
@@ -176,6 +176,35 @@ class ChaosRun:
             return self._restart_server(producer, proxy) if self._ready(cfg) else None
         raise ValueError(kind)
 
+    def _drain_async(self, cfg: dict[str, Any], kin: Any, timeout_s: float = 600) -> None:
+        """Spark refuses AvailableNow under async progress tracking, and switching it off on this
+        checkpoint is not safe: drain with every offset durable (a processingTime run), stopped once the
+        output holds everything the server still holds (or after two minutes without new rows: then the
+        check reports what is missing)."""
+        stop = self.work / "drain.stop"
+        drain = dict(cfg, async_ms=0, until_idle_s=120, timeout_s=timeout_s, stop_file=str(stop))
+        wanted = {
+            data
+            for shard, seq, data in everything_in(kin, self.stream)
+            if int(seq) >= self.trims.get(shard, 0)
+        }
+        process = start_driver(drain, self._env())
+        deadline = time.monotonic() + timeout_s + 60
+        try:
+            while process.poll() is None and time.monotonic() < deadline:
+                seen = {bytes(r["data"]).decode() for r in output_rows(self.work / "out")}
+                if wanted <= seen:
+                    stop.write_text("drained")
+                    break
+                time.sleep(2.0)
+            code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise AssertionError(f"the drain did not end within {timeout_s} s") from None
+        if code != 0:
+            log = Path(cfg["checkpoint"] + ".log").read_text(errors="replace")
+            raise AssertionError(f"the drain's driver exited with {code}:\n{log[-3000:]}")
+
     def _kill_ahead(self, cfg: dict[str, Any], timeout_s: float = 60) -> str | None:
         """Asynchronous progress tracking: SIGKILL the driver while batches have run beyond the last
         offset Spark made durable, so the restart plans them again."""
@@ -261,7 +290,7 @@ class ChaosRun:
             return [
                 pid
                 for pid, cmd in all_pids()
-                if "pyspark_kinesis.source.fanout_agent" in cmd and cmd.split()[-1] in owners
+                if "pyspark_kinesis.source.agent.process" in cmd and cmd.split()[-1] in owners
             ]
 
         return self._kill_in_flight(cfg, "fan-out agent", agents)
@@ -388,11 +417,10 @@ class ChaosRun:
                     self.driver.wait(timeout=30)
                     self.driver = None
                 drain = dict(cfg, trigger="availableNow", timeout_s=600)  # partial too: it must still end
-                if self.plan.async_ms is not None:
-                    # Spark refuses AvailableNow under async tracking, and switching it off on this
-                    # checkpoint is not safe: drain with every offset durable, until nothing is left.
-                    drain = dict(cfg, async_ms=0, until_idle_s=30, timeout_s=600)
-                run_driver(drain, self._env(), timeout_s=660)
+                if self.plan.async_ms is None:
+                    run_driver(drain, self._env(), timeout_s=660)
+                else:
+                    self._drain_async(cfg, kin)
                 for kind, count in proxy.injected.items():
                     self.result.faults[f"proxy {kind}"] += count
             self._check(producer.acknowledged, kin)

@@ -111,23 +111,25 @@ def main() -> None:
         writer = writer.trigger(processingTime=cfg.get("interval", "300 milliseconds"))
     query = writer.start()
     if cfg.get("until_idle_s"):
-        run_until_idle(query, float(cfg["until_idle_s"]), float(cfg.get("timeout_s", 600)))
+        run_until_idle(
+            query, float(cfg["until_idle_s"]), float(cfg.get("timeout_s", 600)), cfg.get("stop_file")
+        )
     else:
         query.awaitTermination(float(cfg.get("timeout_s", 600)))
     query.stop()
     spark.stop()
 
 
-def run_until_idle(query, idle_s: float, timeout_s: float) -> None:
-    """A processingTime query run until no batch has brought rows for `idle_s` since its first batch (a
-    drain where AvailableNow is refused: under asynchronous progress tracking)."""
+def run_until_idle(query, idle_s: float, timeout_s: float, stop_file: str | None = None) -> None:
+    """A processingTime query run until no batch has brought rows for `idle_s` since its first batch, or
+    `stop_file` appears (a drain where AvailableNow is refused: under asynchronous progress tracking)."""
     deadline = time.monotonic() + timeout_s
     rows_at: float | None = None
     seen: set[tuple[int, str]] = set()
     while time.monotonic() < deadline:
         if query.exception() is not None:
             raise RuntimeError(f"the query failed: {query.exception()}")
-        if not query.isActive:
+        if not query.isActive or (stop_file and os.path.exists(stop_file)):
             return
         for progress in query.recentProgress:
             if (progress["batchId"], progress["timestamp"]) not in seen:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import client, new_stream, put, shard_sequences
 from tests.integration.streaming_util import (
     Collector,
@@ -18,6 +17,7 @@ from tests.integration.streaming_util import (
     run_available_now_failure,
     run_once,
 )
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 

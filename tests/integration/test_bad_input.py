@@ -84,7 +84,7 @@ def test_missing_stream(spark, kinesis_local, tmp_path):
 
 
 def test_unreachable_endpoint(spark, tmp_path):
-    from pyspark_kinesis.tools.local.server import free_port
+    from pyspark_kinesis.cli.local_kinesis import free_port
 
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     message = start_query(spark, base(endpoint, "orders", tmp_path), tmp_path)

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pyspark_kinesis import metrics
-from pyspark_kinesis.cli import app
+from pyspark_kinesis.cli.app import app
 from tests.helpers import client, new_stream, read_all
 from tests.integration.streaming_util import Collector, reader, wait_for
 

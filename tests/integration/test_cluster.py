@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pyspark_kinesis.tools.local.cluster import StandaloneCluster
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.driver import committed, config, in_flight, output_rows, run_driver, start_driver, task_records
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
+from tests.support.cluster import StandaloneCluster
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.cluster]
 

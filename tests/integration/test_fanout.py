@@ -13,7 +13,6 @@ import pytest
 
 from pyspark_kinesis.aws import consumers
 from pyspark_kinesis.source.options import default_consumer_name
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import (
     assert_exactly_once,
     assert_key_order,
@@ -24,6 +23,7 @@ from tests.helpers import (
     put,
 )
 from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.kinesis
 

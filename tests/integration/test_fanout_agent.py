@@ -19,11 +19,11 @@ from botocore.exceptions import ClientError
 
 from pyspark_kinesis.aws import consumers
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.fanout_hub import RESUBSCRIBE_AFTER_S
-from pyspark_kinesis.source.fanout_link import AgentLink, socket_path
+from pyspark_kinesis.source.agent.hub import RESUBSCRIBE_AFTER_S, Want
+from pyspark_kinesis.source.agent.link import AgentLink, socket_path
 from pyspark_kinesis.source.options import parse_options
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import assert_subscribe_rules, client, new_stream, put
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.kinesis
 
@@ -58,7 +58,7 @@ def _open(link: AgentLink, spec, consumer: str, shard: str, position: Position, 
     close at its next push, and refuses another subscription until then, as readers back off from)."""
     for _attempt in range(15):
         try:
-            return link.open(spec, consumer, shard, position, reuse)
+            return link.open(Want(spec, consumer, shard, position, reuse))
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceInUseException":
                 raise
@@ -104,7 +104,9 @@ def test_a_kept_subscription_is_continued_by_the_next_read_in_another_worker(
         spec = _spec(proxy.endpoint, stream, consumer)
         first = AgentLink(owner.pid)
         agent = _peer_pid(first)
-        assert first.open(spec, consumer, shard, Position.trim_horizon(), reuse=True)  # a new subscription
+        assert first.open(
+            Want(spec, consumer, shard, Position.trim_horizon(), reuse=True)
+        )  # a new subscription
         seqs = _records(first, 30)
         assert len(seqs) == 30
         end = Position.after(seqs[-1])
@@ -114,7 +116,7 @@ def test_a_kept_subscription_is_continued_by_the_next_read_in_another_worker(
         put(kinesis, stream, 30, 20)
         second = AgentLink(owner.pid)  # another connection, as from another Python worker
         assert _peer_pid(second) == agent
-        assert not second.open(spec, consumer, shard, end, reuse=True), (
+        assert not second.open(Want(spec, consumer, shard, end, reuse=True)), (
             "the kept subscription was not continued"
         )
         more = _records(second, 20)
@@ -139,7 +141,7 @@ def test_the_agent_ends_with_its_owner_and_a_killed_agent_is_replaced(kinesis_lo
     spec = _spec(proxy.endpoint, stream, consumer)
     link = AgentLink(owner.pid)
     agent = _peer_pid(link)
-    assert link.open(spec, consumer, shard, Position.trim_horizon(), reuse=False)
+    assert link.open(Want(spec, consumer, shard, Position.trim_horizon(), reuse=False))
     assert len(_records(link, 5)) == 5
 
     # Killed under a read: the read sees a broken link (it subscribes again through a new link).

@@ -15,10 +15,10 @@ from pyspark_kinesis.aws.kinesis import KinesisProxy
 from pyspark_kinesis.config.aws_settings import AwsSettings
 from pyspark_kinesis.config.stream_specs import StreamSpec
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.fetching import ShardLimits, fetch_shard
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
+from pyspark_kinesis.source.executor.shard_read import ShardLimits, fetch_shard
 from tests.helpers import client, new_stream, put
 from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis]
 
@@ -126,7 +126,7 @@ def test_a_closed_shard_is_read_to_its_end_through_empty_responses(kinesalite):
     """kinesalite may end a closed shard only on the second empty read after its last record; a read that
     stopped at the first one would leave the shard open forever and its children waiting (found by
     the chaos suite: an AvailableNow run ended with the children of such a shard unread)."""
-    from pyspark_kinesis.source.worker_state import ITERATORS
+    from pyspark_kinesis.source.executor.worker_state import ITERATORS
     from tests.helpers import split
 
     kin = client(kinesalite.endpoint)

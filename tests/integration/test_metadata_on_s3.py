@@ -15,11 +15,11 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from pyspark_kinesis.errors import OptionError
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.discovery import resolve_streams
-from pyspark_kinesis.source.offsets import ShardSlice, TaskPlan
+from pyspark_kinesis.source.driver.discovery import resolve_streams
+from pyspark_kinesis.source.executor.task import read_task
 from pyspark_kinesis.source.options import parse_options
-from pyspark_kinesis.source.reading import read_task
-from pyspark_kinesis.source.store import FsspecStore, open_store
+from pyspark_kinesis.source.state.offsets import ShardSlice, TaskPlan
+from pyspark_kinesis.source.state.store import FsspecStore, open_store
 from tests.helpers import assert_exactly_once, client, new_stream, put
 from tests.integration.streaming_util import Collector, reader, run_available_now
 

@@ -14,10 +14,10 @@ from botocore.credentials import RefreshableCredentials
 
 from pyspark_kinesis.aws.client import session_for
 from pyspark_kinesis.config.aws_settings import AwsSettings
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import assert_exactly_once, assert_shard_order, client, new_stream, put, read_all
 from tests.integration.streaming_util import Collector, reader, run_available_now, start_running, wait_for
 from tests.localsts import LocalSts
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 

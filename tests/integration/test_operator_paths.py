@@ -9,8 +9,7 @@ import shutil
 
 import pytest
 
-from pyspark_kinesis.source.batch_log import source_key
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
+from pyspark_kinesis.source.state.batch_log import source_key
 from tests.helpers import client, new_stream, put, shard_sequences
 from tests.integration.streaming_util import (
     Collector,
@@ -21,6 +20,7 @@ from tests.integration.streaming_util import (
     start_running,
     wait_for,
 )
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 

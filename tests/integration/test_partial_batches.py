@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import client, new_stream, put
 from tests.integration.streaming_util import reader, run_once, wait_for
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import assert_exactly_once, assert_shard_order, client, new_stream, put
 from tests.integration.streaming_util import Collector, reader, run_available_now
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 def test_get_records_faults_lose_and_repeat_nothing(spark, kinesalite, tmp_path):
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=3)
-    expected = put(kin, stream, 0, 1500)
+    expected = put(kin, stream, 0, 1050)
     faults = {"throttle": 0.1, "internal": 0.08, "unavailable": 0.08, "expired": 0.12, "reset": 0.08}
     with FaultProxy(kinesalite.endpoint, seed=8, read_faults=faults) as proxy:
         sink = Collector()

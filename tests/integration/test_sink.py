@@ -9,9 +9,9 @@ import pytest
 from pyspark_kinesis.errors import SinkWriteError
 from pyspark_kinesis.sink.options import parse_sink_options
 from pyspark_kinesis.sink.producing import Entry, Producer
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import assert_exactly_once, assert_key_order, client, new_stream
 from tests.integration.streaming_util import Collector, reader, run_available_now, wait_for
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pyspark_kinesis.tools.local.cluster import spark_home
-from pyspark_kinesis.tools.local.server import free_port
+from pyspark_kinesis.cli.local_kinesis import free_port
 from tests.helpers import client, new_stream, put
+from tests.support.cluster import spark_home
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import client, new_stream, put, wait_active
 from tests.integration.streaming_util import (
     Collector,
@@ -18,6 +17,7 @@ from tests.integration.streaming_util import (
     start_running,
     wait_for,
 )
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 

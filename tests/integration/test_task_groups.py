@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
 from tests.helpers import client, new_stream
 from tests.integration.streaming_util import Collector, reader, run_once
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 

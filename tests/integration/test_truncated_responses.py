@@ -10,9 +10,9 @@ from pyspark_kinesis.config.aws_settings import AwsSettings
 from pyspark_kinesis.config.stream_specs import StreamSpec
 from pyspark_kinesis.errors import StreamAccessError
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.fetching import ShardLimits, fetch_shard
-from pyspark_kinesis.tools.local.fault_proxy import FaultProxy
+from pyspark_kinesis.source.executor.shard_read import ShardLimits, fetch_shard
 from tests.helpers import client, new_stream, put
+from tests.support.fault_proxy import FaultProxy
 
 pytestmark = [pytest.mark.kinesis]
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pyspark_kinesis.config.stream_specs import StreamSpec
 from pyspark_kinesis.errors import StreamAccessError, StreamRecreatedError
 from pyspark_kinesis.model import Position, ShardInfo, StreamIdentity
-from pyspark_kinesis.source.batch_log import BatchEndLog
-from pyspark_kinesis.source.offsets import ShardEnd, SourceOffset, TaskEnd
+from pyspark_kinesis.source.driver.planner import Planner
 from pyspark_kinesis.source.options import SourceConfig, parse_options
-from pyspark_kinesis.source.planning import Planner
-from pyspark_kinesis.source.store import BatchEndStore
+from pyspark_kinesis.source.state.batch_log import BatchEndLog
+from pyspark_kinesis.source.state.offsets import ShardEnd, SourceOffset, TaskEnd
+from pyspark_kinesis.source.state.store import BatchEndStore
 
 HALF = 2**127
 CREATED = 1_700_000_000_000  # every fake stream's creation time
@@ -164,3 +164,9 @@ def read(
     if end is None:
         end = Position.after(str(1000 + records)) if records else start
     return ShardEnd(start=start, end=end, records=records, bytes=records * 100, at_tip=tip, read_at_ms=at_ms)
+
+
+def one_stream(**options: str) -> Harness:
+    """Stream "a" of two shards (each half the hash key space), planned with `options`."""
+    kinesis = FakeKinesis({arn("a"): [shard("s0", high=HALF - 1), shard("s1", low=HALF)]})
+    return Harness(config("a", **options), kinesis, Clock())

@@ -10,9 +10,8 @@ import hashlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyspark_kinesis.sink import aggregation
-from pyspark_kinesis.sink.aggregation import Aggregate
-from pyspark_kinesis.source.deaggregation import deaggregate
+from pyspark_kinesis import kpl
+from pyspark_kinesis.kpl import Aggregate, deaggregate
 
 keys = st.text(min_size=1, max_size=20)
 hash_keys = st.one_of(st.none(), st.integers(min_value=0, max_value=2**128 - 1).map(str))
@@ -62,11 +61,11 @@ def test_the_digest_covers_the_protobuf():
     agg.add("k", None, b"payload")
     encoded = agg.encode()
     assert encoded[-16:] == hashlib.md5(encoded[4:-16]).digest()
-    assert encoded[:4] == aggregation.MAGIC
+    assert encoded[:4] == kpl.MAGIC
 
 
 def test_doctests():
-    assert doctest.testmod(aggregation).failed == 0
+    assert doctest.testmod(kpl).failed == 0
 
 
 class Collected:
@@ -83,7 +82,7 @@ class Collected:
 
 def four_shards():
     from pyspark_kinesis.model import ShardInfo
-    from pyspark_kinesis.sink.aggregating import ShardRouter
+    from pyspark_kinesis.sink.packing import ShardRouter
 
     quarter = 2**126
     shards = [ShardInfo(f"s{n}", None, None, n * quarter, (n + 1) * quarter - 1, False) for n in range(4)]
@@ -92,7 +91,7 @@ def four_shards():
 
 
 def test_rows_are_packed_per_shard_and_each_aggregate_lands_where_its_rows_belong():
-    from pyspark_kinesis.sink.aggregating import Aggregator, hash_of
+    from pyspark_kinesis.sink.packing import Aggregator, hash_of
     from pyspark_kinesis.sink.producing import Entry
 
     router = four_shards()
@@ -121,7 +120,7 @@ def test_rows_are_packed_per_shard_and_each_aggregate_lands_where_its_rows_belon
 
 
 def test_a_lone_row_goes_as_it_is_and_explicit_hash_keys_route():
-    from pyspark_kinesis.sink.aggregating import Aggregator
+    from pyspark_kinesis.sink.packing import Aggregator
     from pyspark_kinesis.sink.producing import Entry
 
     out = Collected()

@@ -4,9 +4,9 @@ import itertools
 import random
 
 import pytest
+from benchmarks.assignment import reshard_history, uniform, uniform_load, zipf_load
 
 from pyspark_kinesis import assign
-from pyspark_kinesis.tools.benchmarks.assignment import reshard_history, uniform, uniform_load, zipf_load
 
 
 def ids(tasks):

@@ -1,82 +1,78 @@
-"""What a fan-out read concludes from the events it is handed (no server: the events are made here and
-the one GetRecords that confirms a closed shard's end is replaced by its outcome)."""
+"""What the enhanced fan-out page source makes of the events it is handed, and what the shard-read loop
+concludes from those pages (no server: events are made here; the one GetRecords that confirms a closed
+shard's end is answered by a fake proxy)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
-from pyspark_kinesis.aws.get_records import Records
-from pyspark_kinesis.aws.kinesis import KinesisProxy
+from botocore.exceptions import ClientError
+
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.cutting import ShardLimits
-from pyspark_kinesis.source.fanout import FanOutRead
-from pyspark_kinesis.source.fetching import CLOSED_EMPTY_READS
-from pyspark_kinesis.source.options import parse_options
+from pyspark_kinesis.source.executor.modes.fanout import FanOutPages
+from pyspark_kinesis.source.executor.shard_read import ShardRead
+from tests.unit.scripted import FakeProxy, ScriptedPages, context, records
 
-SPEC = parse_options(
-    {
-        "streamName": "orders",
-        "region": "eu-west-1",
-        "endpointUrl": "http://127.0.0.1:9",
-        "metadataPath": "/m",
-    },
-    streaming=True,
-).streams[0]
-SPEC = replace(SPEC, arn="arn:aws:kinesis:eu-west-1:123456789012:stream/orders")  # resolved at query start
+THROTTLED = ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "GetRecords")
 
 
-def _read(closed: bool, cutoff_ms: int | None = None) -> FanOutRead:
-    limits = ShardLimits(max_records=1000, max_bytes=10**7, cutoff_ms=cutoff_ms, closed=closed)
-    read = FanOutRead(
-        KinesisProxy(SPEC, agent="reader"), "shardId-000000000001", Position.after("100"), limits
-    )
-    read.link, read.read_wall = None, time.time() - 60
-    return read
+class StubLink:
+    pending, settled, behind, broken = 0, False, -1, False
 
 
-def _event(seqs: list[str], behind: int = 0, received: float | None = None) -> dict:
+def pages_for(proxy: FakeProxy, *, closed: bool) -> FanOutPages:
+    source = FanOutPages(context(proxy, closed=closed, cutoff_ms=int(time.time() * 1000)))
+    source.link, source.position = StubLink(), Position.after("100")  # type: ignore[assignment]
+    source.read_wall = time.time() - 60
+    return source
+
+
+def event(seqs: list[str], behind: int = 0, received: float | None = None) -> dict:
     return {
-        "Records": Records.from_lists(seqs, ["k"] * len(seqs), [b"x"] * len(seqs), [1.0] * len(seqs)),
+        "Records": records(seqs),
         "NextShardIterator": seqs[-1] if seqs else "100",
         "MillisBehindLatest": behind,
         "ReceivedAt": time.time() if received is None else received,
     }
 
 
-def test_a_closed_shard_whose_end_is_not_confirmed_is_not_at_the_tip():
-    """An AvailableNow run takes a shard at the tip as done for the run; a closed shard taken as done
-    before its end was confirmed would leave its children unread (found by the chaos suite)."""
-    read = _read(closed=True, cutoff_ms=int(time.time() * 1000))
-    read._confirm_closed = lambda: None  # the confirming GetRecords failed (throttled): no verdict
-    over = False
-    for _event_number in range(CLOSED_EMPTY_READS + 1):
-        over = read._absorb(_event([]))
-        if over:
-            break
-    assert over
-    assert not read.at_tip and not read.closed
-
-
-def test_a_closed_shard_confirmed_at_its_end_is_closed():
-    read = _read(closed=True, cutoff_ms=int(time.time() * 1000))
-
-    def confirmed() -> None:
-        read.closed, read.at_tip = True, False
-
-    read._confirm_closed = confirmed
-    for _event_number in range(CLOSED_EMPTY_READS + 1):
-        if read._absorb(_event([])):
-            break
-    assert read.closed
-
-
 def test_an_event_pushed_before_the_read_started_proves_no_tip():
     """Events wait in the agent between batches; "MillisBehindLatest 0" on one pushed before this read
     started was true then, not now, so it must not end an AvailableNow read."""
-    read = _read(closed=False, cutoff_ms=int(time.time() * 1000))
-    stale = _event(["101", "102"], behind=0, received=read.read_wall - 5)
-    assert not read._absorb(stale) and not read.at_tip
-    fresh = _event(["103"], behind=0)
-    assert read._absorb(fresh) and read.at_tip
-    assert len(read.cols) == 3
+    source = pages_for(FakeProxy(), closed=False)
+    stale = source._page(event(["101", "102"], behind=0, received=source.read_wall - 5))
+    fresh = source._page(event(["103"], behind=0))
+    assert (stale.behind_ms, fresh.behind_ms) == (-1, 0)
+    ctx = context(cutoff_ms=int(time.time() * 1000))
+    read = ShardRead(ScriptedPages([stale, fresh], fresh=False), ctx, Position.after("100"))
+    cols, end = read.run()
+    assert len(cols) == 3 and end.at_tip and end.end == Position.after("103")
+
+
+def test_a_closed_shard_whose_end_is_not_confirmed_is_not_at_the_tip():
+    """An AvailableNow run takes a shard at the tip as done for the run; a closed shard taken as done
+    before its end was confirmed would leave its children unread (found by the chaos suite)."""
+    source = pages_for(FakeProxy(answers=[THROTTLED] * 8), closed=True)
+    unconfirmed = source._page(event([]))  # the confirming GetRecords was throttled: no verdict
+    assert unconfirmed.behind_ms == -1 and not unconfirmed.ended
+    ctx = context(closed=True, cutoff_ms=int(time.time() * 1000), seconds=0.3)
+    _cols, end = ShardRead(ScriptedPages([unconfirmed] * 4, fresh=False), ctx, Position.after("100")).run()
+    assert not end.at_tip and not end.end.is_end
+
+
+def test_a_closed_shard_confirmed_at_its_end_is_closed():
+    source = pages_for(
+        FakeProxy(answers=[{"Records": records([]), "ChildShards": [{"ShardId": "c1"}]}]), closed=True
+    )
+    confirmed = source._page(event([]))
+    assert confirmed.ended and confirmed.children == ("c1",)
+    ctx = context(closed=True, cutoff_ms=int(time.time() * 1000))
+    _cols, end = ShardRead(ScriptedPages([confirmed], fresh=False), ctx, Position.after("100")).run()
+    assert end.end.is_end and end.children == ("c1",) and not end.at_tip
+
+
+def test_events_that_already_wait_make_a_full_page():
+    """At the tip when pushed, but more events have come since: read on."""
+    source = pages_for(FakeProxy(), closed=False)
+    source.link.pending = 2  # type: ignore[union-attr]
+    assert source._page(event(["101"], behind=0)).full

@@ -13,7 +13,7 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from pyspark_kinesis.aws.get_records import Records, decode
 from pyspark_kinesis.errors import CorruptRecordError
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.cutting import BatchCut, ShardLimits
+from pyspark_kinesis.source.executor.cutting import BatchCut, ShardLimits
 
 PROXY = SimpleNamespace(name="orders", spec=SimpleNamespace(key="arn:aws:kinesis:us-east-1:1:stream/orders"))
 

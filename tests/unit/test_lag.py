@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from pyspark_kinesis import metrics
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.lag import LagTracker
-from pyspark_kinesis.source.offsets import ShardEnd
+from pyspark_kinesis.source.driver.lag import LagTracker
+from pyspark_kinesis.source.state.offsets import ShardEnd
 
 ARN = "arn:aws:kinesis:us-east-1:000000000000:stream/orders"
 OTHER = "arn:aws:kinesis:eu-west-1:000000000000:stream/clicks"

@@ -6,10 +6,10 @@ import base64
 import json
 
 import botocore.session
+from benchmarks.memory_server import MAX_BYTES, Stream, sequence_number
 from botocore.parsers import create_parser
 
 from pyspark_kinesis.aws.get_records import decode
-from pyspark_kinesis.tools.benchmarks.memory_server import MAX_BYTES, Stream, sequence_number
 
 
 def _body(stream: Stream, iterator: str, limit: int) -> bytes:

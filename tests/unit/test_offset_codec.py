@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source import offset_codec
-from pyspark_kinesis.source.offsets import ShardState, SourceOffset
+from pyspark_kinesis.source.state import offset_codec
+from pyspark_kinesis.source.state.offsets import ShardState, SourceOffset
 
 ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"
 SEQ = "49654321098765432109876543210987654321098765432109876543"

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from pyspark_kinesis.model import Position, ShardInfo
-from pyspark_kinesis.source import lineage
-from pyspark_kinesis.source.batch_shape import split_budget
-from pyspark_kinesis.source.offsets import ShardEnd, ShardState, SourceOffset, TaskEnd
+from pyspark_kinesis.source.driver import lineage
+from pyspark_kinesis.source.driver.batch_shape import split_budget
+from pyspark_kinesis.source.state.offsets import ShardEnd, ShardState, SourceOffset, TaskEnd
 
 
 def shard(sid, parent=None, adjacent=None, closed=False):

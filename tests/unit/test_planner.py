@@ -13,28 +13,23 @@ from pyspark_kinesis.errors import (
     StreamRecreatedError,
 )
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.batch_log import BatchEndLog, batch_folder
-from pyspark_kinesis.source.offsets import SourceOffset, TaskEnd
-from pyspark_kinesis.source.planning import plan_tasks
+from pyspark_kinesis.source.driver.planner import plan_tasks
+from pyspark_kinesis.source.state.batch_log import BatchEndLog, batch_folder
+from pyspark_kinesis.source.state.offsets import SourceOffset, TaskEnd
 from tests.unit.planner_fakes import (
     CREATED,
-    HALF,
     Clock,
     FakeKinesis,
     Harness,
     arn,
     config,
     config_with_created,
+    one_stream,
     read,
     shard,
 )
 
 A = arn("a")
-
-
-def one_stream(**options: str) -> Harness:
-    kinesis = FakeKinesis({A: [shard("s0", high=HALF - 1), shard("s1", low=HALF)]})
-    return Harness(config("a", **options), kinesis, Clock())
 
 
 def test_first_batch_reads_every_shard_from_the_starting_position():

@@ -12,16 +12,17 @@ import pytest
 
 from pyspark_kinesis.errors import CheckpointMismatchError, DataLossError, OptionError
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.batch_log import LIVE_FOR_S, BatchEndLog, batch_folder, planned_key, source_key
-from pyspark_kinesis.source.offsets import SourceOffset
-from tests.unit.planner_fakes import HALF, Clock, FakeKinesis, Harness, arn, config, read, shard
+from pyspark_kinesis.source.state.batch_log import (
+    LIVE_FOR_S,
+    BatchEndLog,
+    batch_folder,
+    planned_key,
+    source_key,
+)
+from pyspark_kinesis.source.state.offsets import SourceOffset
+from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, one_stream, read, shard
 
 A = arn("a")
-
-
-def one_stream(**options: str) -> Harness:
-    kinesis = FakeKinesis({A: [shard("s0", high=HALF - 1), shard("s1", low=HALF)]})
-    return Harness(config("a", **options), kinesis, Clock())
 
 
 def logged(offset: SourceOffset) -> SourceOffset:
@@ -178,7 +179,7 @@ def test_the_tip_is_remembered_where_a_read_found_it():
 
 
 def _tasks(offset: SourceOffset, h: Harness):
-    from pyspark_kinesis.source.planning import plan_tasks
+    from pyspark_kinesis.source.driver.planner import plan_tasks
 
     return plan_tasks(offset, h.config)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark_kinesis.source.store import LocalStore
+from pyspark_kinesis.source.state.store import LocalStore
 
 
 class ProbedMeanwhile(LocalStore):

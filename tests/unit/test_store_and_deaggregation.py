@@ -6,8 +6,8 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from pyspark_kinesis.errors import OptionError
-from pyspark_kinesis.source.deaggregation import deaggregate
-from pyspark_kinesis.source.store import FsspecStore, LocalStore, open_store
+from pyspark_kinesis.kpl import deaggregate
+from pyspark_kinesis.source.state.store import FsspecStore, LocalStore, open_store
 
 
 @pytest.mark.parametrize("kind", ["local", "memory"])

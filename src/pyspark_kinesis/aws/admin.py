@@ -21,11 +21,31 @@ from .client import kinesis_client
 
 MAX_PUT_ENTRIES = 500  # PutRecords' limit per call
 MAX_PUT_ATTEMPTS = 20  # rounds of re-putting the entries a PutRecords call refused
+BACKLOG_MAX_CALLS = 100_000  # GetRecords calls one backlog count makes at most (its timeout stops it first)
 
 
 def client_for(region: str, endpoint_url: str | None) -> Any:
     """A client with the default credential chain (environment, profile, instance role...)."""
     return kinesis_client(AwsSettings(region=region, endpoint_url=endpoint_url), agent="cli")
+
+
+def answers(endpoint_url: str) -> bool:
+    """Whether a local Kinesis server at `endpoint_url` answers yet (one quick call, dummy credentials:
+    the local servers want a signed call, any key will do)."""
+    settings = AwsSettings(
+        region="us-east-1",
+        endpoint_url=endpoint_url,
+        access_key_id="000000000000",
+        secret_key="local",
+        max_attempts=1,
+        connect_timeout_ms=1000,
+        read_timeout_ms=5000,
+    )
+    try:
+        kinesis_client(settings, agent="cli").list_streams()
+    except (BotoCoreError, ClientError):
+        return False
+    return True
 
 
 def _failure(what: str, stream: str, exc: Exception) -> StreamAccessError:
@@ -173,7 +193,7 @@ def backlog(
         )["ShardIterator"]
         count, behind = 0, None
         deadline = time.monotonic() + timeout_s
-        for _call in range(100_000):
+        for _call in range(BACKLOG_MAX_CALLS):  # the deadline ends it far sooner
             if iterator is None:
                 return Backlog(count, behind if behind is not None else -1, True)
             response = client.get_records(ShardIterator=iterator, Limit=10_000)

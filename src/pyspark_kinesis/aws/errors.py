@@ -7,7 +7,13 @@ the code that makes the calls, so that no other layer needs to know AWS error co
 
 from __future__ import annotations
 
-from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+import builtins
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+from urllib3.exceptions import HTTPError
+
+from ..errors import KinesisConnectorError, StreamAccessError
 
 # Worth another try after a pause: throttling, and the service's own transient failures.
 RETRYABLE_CODES = frozenset(
@@ -38,6 +44,8 @@ CREDENTIAL_CODES = frozenset(
 
 # Exceptions a Kinesis call may raise that the fetch loop inspects (everything else propagates).
 CALL_ERRORS = (ClientError, ConnectionError, HTTPClientError)
+# ...and those of an enhanced fan-out subscription's event stream (a connection that breaks mid-stream).
+STREAM_ERRORS = (*CALL_ERRORS, HTTPError, OSError)
 
 
 def error_code(exc: BaseException) -> str:
@@ -83,3 +91,28 @@ def is_foreign_sequence_number(exc: BaseException) -> bool:
         return False
     message = str(exc.response.get("Error", {}).get("Message", "")).lower()  # type: ignore[attr-defined]
     return "sequencenumber" in message.replace(" ", "") or "sequence number" in message
+
+
+# -- errors across the fan-out agent's socket --------------------------------------------------------
+def encode_error(exc: BaseException) -> tuple[str, Any, str]:
+    """An exception as plain values (botocore's exceptions do not all survive pickling)."""
+    if isinstance(exc, ClientError):
+        return ("client", exc.response, exc.operation_name)
+    if isinstance(exc, KinesisConnectorError):
+        return ("connector", str(exc), "")
+    if isinstance(exc, OSError | HTTPError | BotoCoreError):
+        return ("broken", f"{exc.__class__.__name__}: {exc}", "")
+    return ("fatal", f"{exc.__class__.__name__}: {exc}", "")
+
+
+def decode_error(encoded: tuple[str, Any, str]) -> Exception:
+    """What `encode_error` made, as the reader handles it: a ClientError is the service's answer, a
+    ConnectionError a broken subscription (subscribe again), a StreamAccessError the user's to fix."""
+    kind, value, operation = encoded
+    if kind == "client":
+        return ClientError(value, operation)
+    if kind == "connector":
+        return StreamAccessError(value)
+    if kind == "broken":
+        return builtins.ConnectionError(f"enhanced fan-out subscription broken: {value}")
+    return RuntimeError(f"the enhanced fan-out agent failed: {value}")

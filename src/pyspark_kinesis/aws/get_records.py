@@ -62,7 +62,7 @@ class Records:
 
     @classmethod
     def from_lists(
-        cls, seqs: list[str], keys: list[str], data: list[bytes], arrivals: list[float]
+        cls, seqs: list[str], keys: list[str | None], data: list[bytes], arrivals: list[float]
     ) -> Records:
         return cls(
             data=binary_array(data),

@@ -165,7 +165,7 @@ def scan(body: bytes) -> Scanned | None:
     if data is None:
         return None
     next_iterator = None
-    if next_is_string:
+    if next_is_string and next_k is not None:
         value = next_k[0] + 1
         next_iterator = body[opens[value] + 1 : closes[value]].decode()
     millis_behind = None
@@ -266,7 +266,7 @@ def _payloads(buf: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Binary
     padded[last[pad1 > 0] - 1] = _ZERO_BITS
     padded[last[pad2 > 0] - 2] = _ZERO_BITS
     try:
-        decoded = pybase64.b64decode(padded, validate=True)
+        decoded = pybase64.b64decode(padded.data, validate=True)
     except ValueError:
         return None
     first = bounds[:-1] // 4 * 3

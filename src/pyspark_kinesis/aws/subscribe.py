@@ -2,7 +2,7 @@
 
 botocore's `subscribe_to_shard` is the production path: it signs the call and parses the event
 stream (its `initial-response` first, then one `SubscribeToShardEvent` per push). Each event becomes
-the shape a GetRecords response has in `fetching`: "Records" (Arrow columns), "NextShardIterator"
+the shape a GetRecords response has for the read loop (`source.executor.modes.fanout`): "Records" (Arrow columns), "NextShardIterator"
 (here the event's ContinuationSequenceNumber: None once the shard is closed and read to its end),
 "MillisBehindLatest" and "ChildShards", so the batch logic (limits, aggregates, replay bounds, child
 shards) is the same code for both ways of reading.

@@ -99,7 +99,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     if targets and stream is None and len(targets) == 1:
         stream = targets[0].arn or targets[0].name  # one stream: rows need no streamName column
     parsed = parse_arn("streamName", stream) if stream and not targets else None
-    if parsed is not None:
+    if parsed is not None and stream is not None:
         check_arn_region("region", (opts.get("region") or "").strip(), parsed[0], stream)
         opts = {**opts, "region": parsed[0]}
     return SinkConfig(

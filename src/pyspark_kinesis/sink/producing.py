@@ -29,6 +29,9 @@ MAX_RECORD_BYTES = 1024 * 1024  # data + partition key
 MAX_KEY_CHARS = 256
 BASE_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 2.0
+MAX_PUT_CALLS = (
+    10_000_000  # one lane's PutRecords calls per flush at most (maxRetryTimeMs ends it far sooner)
+)
 
 
 @dataclass
@@ -129,7 +132,7 @@ class Lane:
     def drain(self, deadline: float) -> None:
         attempt = 0
         last_error = ""
-        for _call in range(10_000_000):  # bounded; each round sends or sleeps, and the deadline ends it
+        for _call in range(MAX_PUT_CALLS):  # each round sends or sleeps; the deadline ends it far sooner
             if not self.pending:
                 return
             stream, chosen = self._next_call()
@@ -160,6 +163,7 @@ class Lane:
             # waits one short jittered step, so a steady trickle of throttling does not stall the lane.
             attempt = attempt + 1 if len(failed) == len(chosen) else 0
             time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BASE_BACKOFF_S * 2**attempt)))
+        raise SinkWriteError(f"a write lane made {MAX_PUT_CALLS} PutRecords calls without finishing: a bug")
 
 
 class Producer:

@@ -21,8 +21,8 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from ..aws.kinesis import KinesisProxy, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
-from .aggregating import Aggregator, ShardRouter
 from .options import SinkConfig
+from .packing import Aggregator, ShardRouter
 from .producing import MAX_RECORD_BYTES, Entry, Producer, invalid_reason
 
 log = logging.getLogger(__name__)
@@ -148,6 +148,7 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                         )
                     skipped[reason.split(" (")[0]] += 1
                 else:
+                    assert stream is not None  # (no reason: the row names its stream)
                     sink.add(Entry(stream, payload, key, hash_key, row))
                 row += 1
         sink.flush()

@@ -3,7 +3,7 @@
 The reader object is pickled to executors for `read()`, so it carries only the validated config; the
 planner (with its AWS clients and caches) lives in the driver-side process and is never pickled.
 Driver-side modules are imported inside the driver-side methods: an executor that unpickles a reader
-loads only what reading needs (`tests/unit/test_layers.py` checks it).
+loads only what reading needs (`tests/unit/test_architecture.py` checks it).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .offsets import SourceOffset, TaskPlan
+from .executor.task import BackfillSlice, read_backfill, read_task
 from .options import SourceConfig
-from .reading import BackfillSlice, read_backfill, read_task
+from .state.offsets import SourceOffset, TaskPlan
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from .planning import Planner
+    from .driver.planner import Planner
 
 
 class KinesisPartition(InputPartition):
@@ -46,8 +46,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """`spark.readStream.format("kinesis")`: offsets and tasks from the planner, rows from `read_task`."""
 
     def __init__(self, config: SourceConfig) -> None:
-        from .discovery import resolve_streams
-        from .store import open_store
+        from .driver.discovery import resolve_streams
+        from .state.store import open_store
 
         self.config = resolve_streams(config)
         open_store(config.metadata_path or "", config.metadata_storage_options).check_writable()
@@ -60,8 +60,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def planner(self) -> Planner:
         if self._planner is None:
             from ..aws.kinesis import KinesisProxy
-            from .batch_log import BatchEndLog
-            from .planning import Planner
+            from .driver.planner import Planner
+            from .state.batch_log import BatchEndLog
 
             self._planner = Planner(
                 self.config,
@@ -85,7 +85,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        from .discovery import now_ms
+        from .driver.discovery import now_ms
 
         self.planner.cutoff_ms = now_ms()
 
@@ -101,11 +101,11 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return start if nxt is offset else nxt.to_json()
 
     def reportLatestOffset(self) -> dict | None:
-        """Lag per stream, shown as `sources[].latestOffset` in the query's progress (see `source.lag`)."""
+        """Lag per stream, shown as `sources[].latestOffset` in the query's progress (see `driver.lag`)."""
         return self.planner.lag.report()
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        from .planning import plan_tasks
+        from .driver.planner import plan_tasks
 
         if start == end:
             return []
@@ -120,13 +120,14 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- executor side ----------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, TaskPlan)
         yield from read_task(self.config, partition.plan)
 
 
 def _keep_alive(planner: Planner) -> None:
     """Renew the running query's `live` record under metadataPath while this driver-side process
     lives (see `BatchEndLog.beat`): another query that would share metadataPath refuses to start."""
-    from .batch_log import LIVE_EVERY_S
+    from .state.batch_log import LIVE_EVERY_S
 
     pause = threading.Event()
     while True:  # a daemon thread: it ends with the process (the query's run)
@@ -143,7 +144,7 @@ class KinesisBatchReader(DataSourceReader):
     startingPosition to endingPosition (default: the moment of the call), one task per shard."""
 
     def __init__(self, config: SourceConfig) -> None:
-        from .discovery import backfill_slices, resolve_streams
+        from .driver.discovery import backfill_slices, resolve_streams
 
         self.config = resolve_streams(config)
         self.slices = backfill_slices(self.config)
@@ -152,4 +153,5 @@ class KinesisBatchReader(DataSourceReader):
         return [KinesisPartition(piece) for piece in self.slices]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, BackfillSlice)
         yield from read_backfill(self.config, partition.plan)

@@ -1,0 +1,277 @@
+"""The benchmarks' command (a developer's tool in the repository, not part of the package):
+`python -m benchmarks <name> [options]`, or `bash scripts/bench.sh <name> [options]`, which sets up the
+environment first. Each starts its own local servers on 127.0.0.1, prints its figures and, with
+`--write`, updates its section of docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, help="pyspark-kinesis benchmarks (figures in docs/performance.md).")
+console = Console()
+
+
+@app.command("assign")
+def bench_assign(
+    write: str = typer.Option(None, help="Also write the full table as Markdown to this file."),
+    seed: int = typer.Option(24639, help="Seed of the simulation."),
+) -> None:
+    """Overload (FLINK-24639) of every shard assigner over simulated streams."""
+    from . import assignment
+
+    rows = assignment.run(seed)
+    table = Table(title=f"shard assignment overload ({len(rows) // 3} cases per assigner)")
+    columns = (
+        "scenarios",
+        "assigner",
+        "count mean",
+        "count worst",
+        "bytes mean",
+        "bytes worst",
+        "capped mean",
+        "capped worst",
+    )
+    for column in columns:
+        table.add_column(column)
+    for family, name, *figures in assignment.summary(rows):
+        table.add_row(family, name, *(f"{f:.2f}" for f in figures))
+    console.print(table)
+    if write:
+        with open(write, "w") as handle:
+            handle.write(assignment.markdown(rows))
+        console.print(f"wrote {write}")
+
+
+@app.command("sink")
+def bench_sink(
+    records: int = typer.Option(50_000, min=1000, max=5_000_000, help="Records per run."),
+    size: int = typer.Option(1000, min=1, max=1_000_000, help="Payload bytes per record."),
+    concurrency: int = typer.Option(8, min=1, max=64, help="Concurrent PutRecords calls (both sides)."),
+    shards: int = typer.Option(4, min=1, max=256, help="Shards of each fresh stream."),
+    repeat: int = typer.Option(
+        5, min=1, max=20, help="Rounds of the three ways; medians and spread are reported."
+    ),
+    write: str = typer.Option(None, help="Also write the results as Markdown to this file."),
+) -> None:
+    """Sink records/s and MB/s against a plain boto3 PutRecords loop on kinesalite."""
+    from . import sink
+
+    results = sink.run(records, size, concurrency, shards, repeat)
+    ways = sink.spreads(results)
+    table = Table(
+        title=f"sink throughput: {records} x {size} B, concurrency {concurrency}, {shards} shards: median (lowest-highest)"
+    )
+    for column in ("way", "records/s", "MB/s", "vs loop"):
+        table.add_column(column)
+    for way in sink.WAYS:
+        spread = ways[way]
+        table.add_row(
+            way,
+            spread.show_rate(records),
+            spread.show_rate(records * size, 1e6, 1),
+            f"{ways['loop'].median / spread.median:.2f}x",
+        )
+    console.print(table)
+    if write:
+        with open(write, "w") as handle:
+            handle.write(sink.markdown(results, records, size, concurrency, shards))
+        console.print(f"wrote {write}")
+
+
+DOC = "docs/performance.md"
+
+
+@app.command("decode")
+def bench_decode(
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """GetRecords decoding per core: botocore's parser against the connector's path, 100 B to 10 KB."""
+    from . import decode, report
+
+    rows = decode.run_decode()
+    table = Table(title="GetRecords decode, one core: MB/s, median (lowest-highest)")
+    for column in ("size", "botocore", "msgspec", "decode", "path", "path vs botocore"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            f"{row.size} B",
+            row.mb(row.botocore),
+            row.mb(row.msgspec),
+            row.mb(row.decode),
+            row.mb(row.path),
+            f"{row.botocore.median / row.path.median:.1f}x",
+        )
+    console.print(table)
+    if write:
+        report.write_section(write, "bench-decode", decode.markdown_decode(rows))
+
+
+@app.command("read")
+def bench_read(
+    shards: str = typer.Option("1,2,4,8,16", help="Comma-separated shard counts, one stream each."),
+    records: int = typer.Option(200_000, min=1000, max=5_000_000, help="Records per stream."),
+    size: int = typer.Option(1000, min=10, max=1_000_000, help="Payload bytes per record."),
+    repeat: int = typer.Option(3, min=1, max=20, help="Rounds of loop and warm query per shard count."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+    plot: str = typer.Option(None, help="Also draw throughput by shard count into this PNG."),
+) -> None:
+    """End to end on kinesalite: the connector (AvailableNow, noop sink) against a boto3 GetRecords loop."""
+    import tempfile
+    from pathlib import Path
+
+    from . import reading, report
+
+    counts = [int(s) for s in shards.split(",") if s.strip()]
+    with tempfile.TemporaryDirectory(prefix="bench-read-") as work:
+        rows = reading.run_throughput(counts, records, size, Path(work), repeat)
+    table = Table(
+        title=f"read throughput, {records:,} x {size} B per stream: records/s, median (lowest-highest)"
+    )
+    for column in ("shards", "loop", "connector warm", "warm vs loop", "connector cold"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            str(row.shards),
+            row.loop.show_rate(row.records),
+            row.warm.show_rate(row.records),
+            f"{row.ratio():.2f}x",
+            f"{row.rows / row.cold_s:,.0f}",
+        )
+    console.print(table)
+    if plot:
+        reading.plot_throughput(rows, plot)
+    if write:
+        report.write_section(write, "bench-read", reading.markdown_throughput(rows, plot))
+
+
+@app.command("latency")
+def bench_latency(
+    rate: int = typer.Option(100, min=1, max=2000, help="Records put per second."),
+    seconds: int = typer.Option(30, min=5, max=600, help="How long records are put."),
+    shards: int = typer.Option(4, min=1, max=64, help="Shards of the stream."),
+    kind: str = typer.Option("kinesalite", help="kinesalite or kinesis-local."),
+    consumer_type: str = typer.Option(
+        "polling",
+        "--consumer-type",
+        help="polling, efo or both (enhanced fan-out needs --kind kinesis-local).",
+    ),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """p50/p99 delay from put to foreachBatch with the default trigger."""
+    import tempfile
+    from pathlib import Path
+
+    from . import latency, report
+
+    if consumer_type not in ("polling", "efo", "both"):
+        raise typer.BadParameter("--consumer-type must be polling, efo or both")
+    if consumer_type != "polling" and kind != "kinesis-local":
+        raise typer.BadParameter(
+            "enhanced fan-out needs --kind kinesis-local (kinesalite has no SubscribeToShard)"
+        )
+    modes = ["polling", "efo"] if consumer_type == "both" else [consumer_type]
+    runs = {}
+    for mode in modes:
+        with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
+            runs[mode] = latency.run_latency(rate, seconds, shards, Path(work), kind, mode)
+    if consumer_type == "polling":
+        text = latency.markdown_latency(runs["polling"], rate, seconds, shards, kind)
+        name = "bench-latency"
+    else:
+        text = latency.markdown_modes(runs, rate, seconds, shards)
+        name = "bench-latency-modes"
+    console.print(text)
+    if write:
+        report.write_section(write, name, text)
+
+
+@app.command("api")
+def bench_api(
+    shards: int = typer.Option(16, min=1, max=256, help="Shards of the idle stream."),
+    seconds: int = typer.Option(60, min=10, max=600, help="Length of the counted window."),
+    idle_ms: int = typer.Option(500, min=0, max=60_000, help="idlePollIntervalMs of the query."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """Kinesis calls per minute, by caller, while a query reads an idle stream."""
+    import tempfile
+    from pathlib import Path
+
+    from . import latency, report
+
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as work:
+        calls, window = latency.run_api(shards, seconds, Path(work), idle_ms)
+    text = latency.markdown_api(calls, window, shards, idle_ms)
+    console.print(text)
+    if write:
+        report.write_section(write, "bench-api", text)
+
+
+@app.command("offsets")
+def bench_offsets(
+    shards: str = typer.Option("100,1000,5000", help="Comma-separated shard counts."),
+    batches: int = typer.Option(10, min=2, max=200, help="Batches planned per shard count."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """Offset bytes per shard (format 2 against 3) and the driver's planning time per batch."""
+    from . import offsets, report
+
+    counts = [int(s) for s in shards.split(",") if s.strip()]
+    rows = [row for count in counts for row in offsets.sizes(count)]
+    plan = {count: offsets.planning_times(count, batches) for count in counts}
+    text = offsets.markdown(rows, plan, batches)
+    console.print(text)
+    if write:
+        report.write_section(write, "bench-offsets", text)
+
+
+_EXTRA_OPTION = typer.Option(None, help="Extra source option KEY=VALUE for the connector (repeatable).")
+
+
+@app.command("cpu")
+def bench_cpu(
+    server: str = typer.Option(
+        "memory", help="memory (the benchmark server, its own process) or kinesalite."
+    ),
+    sizes: str = typer.Option("100,1000,10000", help="Comma-separated record sizes in bytes."),
+    shards: str = typer.Option("1,4,16", help="Comma-separated shard counts."),
+    mb: float = typer.Option(
+        100.0, min=1, max=2000, help="MB of payload per stream (one per configuration)."
+    ),
+    rounds: int = typer.Option(3, min=1, max=20, help="Rounds of loop and warm query per configuration."),
+    option: list[str] | None = _EXTRA_OPTION,
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """CPU per MB of every Spark process (split by role) against a boto3 loop, and shards per core."""
+    import tempfile
+    from pathlib import Path
+
+    from . import cpu, report
+
+    if server not in ("memory", "kinesalite"):
+        raise typer.BadParameter("--server must be memory or kinesalite")
+    size_list = [int(s) for s in sizes.split(",") if s.strip()]
+    counts = [int(s) for s in shards.split(",") if s.strip()]
+    if any("=" not in o for o in option or []):
+        raise typer.BadParameter("--option takes KEY=VALUE")
+    extra = dict(o.split("=", 1) for o in option or [])
+    with tempfile.TemporaryDirectory(prefix="bench-cpu-") as work:
+        rows, cold_s = cpu.run_cpu(server, size_list, counts, mb, rounds, Path(work), extra)
+    table = Table(title=f"CPU per MB on {server}: median (lowest-highest) over {rounds} rounds")
+    for column in cpu.HEADER:
+        table.add_column(column)
+    for cells in cpu.table_rows(rows):
+        table.add_row(*cells)
+    console.print(table)
+    for goal, value, met in cpu.goals(rows):
+        console.print(f"goal: {goal}: {value}, {'met' if met else 'NOT met'}")
+    if write:
+        report.write_section(
+            write, cpu.section_name(server, extra, mb), cpu.markdown_cpu(rows, cold_s, extra)
+        )
+
+
+if __name__ == "__main__":
+    app()

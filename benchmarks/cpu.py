@@ -1,0 +1,390 @@
+"""CPU per megabyte of the whole Spark pipeline against a boto3 loop, by record size and shard count.
+
+Per configuration (record size x shard count) one stream holds `mb` MB of payload; rounds in which a
+plain boto3 loop (its own process: one thread per shard, GetRecords Limit 10,000 until drained) and a
+warm connector query (`trigger(availableNow=True)` into the noop sink, `local[2]`) take turns read
+all of it. The loop's CPU is its process time around the reads; the connector's is every Spark
+process's (ProcessMeter: the JVM, the executor's Python workers, the driver-side Python). Figures are
+MB of payload per CPU-second, medians over the rounds with the lowest and highest.
+
+The stream lives either on kinesalite (the emulator, as the other end-to-end figures) or on the
+benchmark server (memory_server.py, its own process: pre-encoded answers from memory), where the
+server costs little and the figures are the connector's ceiling. Neither server's CPU is counted.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import child_env
+from benchmarks.local_setup import environment, put_all, spark_session
+from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, ProcessMeter, Usage
+from benchmarks.report import Spread, machine
+
+KINESIS_SHARD_BYTES_PER_SECOND = (
+    2 * 1024 * 1024
+)  # a shard's read limit, 2 MiB/s (the stricter reading of "2 MB/s")
+MB = 1_000_000
+DEFAULT_MB = 100.0  # payload per stream by default: enough for 1 KB and 10 KB, small enough for 100 B
+
+
+@dataclass
+class CpuRow:
+    server: str
+    size: int
+    shards: int
+    records: int
+    loop_cpu: list[float] = field(default_factory=list)
+    loop_wall: list[float] = field(default_factory=list)
+    spark: list[Usage] = field(default_factory=list)
+    spark_wall: list[float] = field(default_factory=list)
+    fixed: list[Usage] = field(default_factory=list)  # the same query over one record per shard
+
+    @property
+    def megabytes(self) -> float:
+        return self.records * self.size / MB
+
+    def loop_rate(self) -> Spread:
+        return Spread([self.megabytes / s for s in self.loop_cpu])
+
+    def spark_rate(self) -> Spread:
+        return Spread([self.megabytes / u.total for u in self.spark])
+
+    def executor_rate(self) -> Spread:
+        """MB per CPU-second of the executor side: its Python workers and the JVM (in local mode the
+        JVM is driver too, so this overstates an executor's cost and understates shards per core)."""
+        return Spread([self.megabytes / (u.seconds[EXECUTOR_PYTHON] + u.seconds[JVM]) for u in self.spark])
+
+    def fixed_s(self) -> float:
+        return statistics.median(u.total for u in self.fixed)
+
+    def measurable(self) -> bool:
+        """Whether the part beyond the fixed cost is large enough to tell from the noise: at least a
+        third of the run's CPU (else the difference of two noisy figures says nothing; raise --mb)."""
+        return statistics.median(u.total for u in self.spark) >= 1.5 * self.fixed_s()
+
+    def marginal_rate(self) -> float:
+        """MB per CPU-second beyond the query's fixed cost: what each further MB costs (the rate a
+        long-running query approaches)."""
+        return self.megabytes / (statistics.median(u.total for u in self.spark) - self.fixed_s())
+
+    def split(self) -> dict[str, float]:
+        """Median share of each process role in the connector's CPU."""
+        return {
+            role: statistics.median(u.seconds[role] / u.total for u in self.spark)
+            for role in (JVM, EXECUTOR_PYTHON, DRIVER_PYTHON)
+        }
+
+    def shards_per_core(self) -> float:
+        """Shards at 2 MiB/s one executor core follows, from this run's executor-side rate."""
+        return self.executor_rate().median * MB / KINESIS_SHARD_BYTES_PER_SECOND
+
+    def steady_shards_per_core(self) -> float:
+        """The same beyond the fixed cost: a query that runs for hours pays its start once and its
+        batches are large, so each further MB's executor-side cost decides how many shards a core follows."""
+
+        def executor(u: Usage) -> float:
+            return u.seconds[EXECUTOR_PYTHON] + u.seconds[JVM]
+
+        spent = statistics.median(executor(u) for u in self.spark) - statistics.median(
+            map(executor, self.fixed)
+        )
+        return self.megabytes / max(1e-9, spent) * MB / KINESIS_SHARD_BYTES_PER_SECOND
+
+    def cpu_ratio(self) -> float:
+        return self.spark_rate().median / self.loop_rate().median
+
+    def wall_ratio(self) -> float:
+        """How fast the connector is beside the loop: the loop's median wall time over the connector's."""
+        return statistics.median(self.loop_wall) / statistics.median(self.spark_wall)
+
+
+# -- the loop, in its own process ---------------------------------------------------------------------
+def loop_child() -> None:
+    """Entry of the loop's process: argv endpoint, stream, expected records; prints its CPU and wall."""
+    endpoint, stream, expected = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    environment()
+    from benchmarks.reading import kinesis_client, loop_read
+
+    client = kinesis_client(endpoint)
+    client.list_shards(StreamName=stream)  # connections and the service model loaded before the clock
+    begin = time.process_time()
+    wall = loop_read(client, stream, expected)
+    print(json.dumps({"cpu": time.process_time() - begin, "wall": wall}))
+
+
+def run_loop(endpoint: str, stream: str, expected: int) -> tuple[float, float]:
+    code = "from benchmarks.cpu import loop_child; loop_child()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, endpoint, stream, str(expected)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the boto3 loop failed: {done.stderr.strip()[-2000:]}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(figures["cpu"]), float(figures["wall"])
+
+
+# -- the streams -------------------------------------------------------------------------------------
+@contextmanager
+def memory_stream(shards: int, records: int, size: int) -> Iterator[tuple[str, str]]:
+    """The benchmark server in its own process, holding one stream; yields (endpoint, stream)."""
+    from benchmarks.memory_server import STREAM
+
+    per_shard = records // shards
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.memory_server", "--shards", str(shards),
+         "--records", str(per_shard), "--size", str(size)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()  # the server prints its port once its records are made
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"the benchmark server did not start (exit {server.poll()})")
+        yield f"http://127.0.0.1:{line.split()[1]}", STREAM
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+@contextmanager
+def kinesalite_streams() -> Iterator[Any]:
+    """kinesalite, and a function that fills a fresh stream and yields (endpoint, stream)."""
+    from benchmarks.local_setup import create_stream
+    from benchmarks.reading import kinesis_client
+    from pyspark_kinesis.cli.local_kinesis import LocalKinesis
+
+    with LocalKinesis("kinesalite") as server:
+        client = kinesis_client(server.endpoint)
+
+        @contextmanager
+        def stream(shards: int, records: int, size: int) -> Iterator[tuple[str, str]]:
+            name = create_stream(client, shards)
+            payload = (b"x" * size)[:size]
+            put_all(client, name, [payload] * records, 8)
+            yield server.endpoint, name
+
+        yield stream
+
+
+# -- the run -----------------------------------------------------------------------------------------
+def run_cpu(
+    server: str,
+    sizes: list[int],
+    shard_counts: list[int],
+    mb: float,
+    rounds: int,
+    work: Path,
+    options: dict[str, str] | None = None,
+) -> tuple[list[CpuRow], float]:
+    """Every configuration's rows; also the first query's wall seconds (the session's cold start)."""
+    from benchmarks.reading import connector_read
+
+    environment()
+    spark = spark_session()
+    cold_s = -1.0
+    try:
+        with _streams(server) as open_stream:
+            rows = []
+            for size in sizes:
+                for shards in shard_counts:
+                    records = shards * max(1, int(mb * MB / size / shards))
+                    row = CpuRow(server, size, shards, records)
+                    with open_stream(shards, records, size) as (endpoint, stream):
+                        if cold_s < 0:
+                            cold_s, _rows = connector_read(spark, endpoint, stream, work, options)
+                        for _round in range(rounds):
+                            cpu, wall = run_loop(endpoint, stream, row.records)
+                            row.loop_cpu.append(cpu)
+                            row.loop_wall.append(wall)
+                            with ProcessMeter() as meter:
+                                wall, got = connector_read(spark, endpoint, stream, work, options)
+                            if got != row.records:
+                                raise RuntimeError(f"the connector read {got} rows, expected {row.records}")
+                            row.spark.append(meter.usage)
+                            row.spark_wall.append(wall)
+                    # The same query over a stream of one record per shard: what a query costs whatever it reads.
+                    with open_stream(shards, shards, size) as (endpoint, stream):
+                        for _round in range(rounds):
+                            with ProcessMeter() as meter:
+                                connector_read(spark, endpoint, stream, work, options)
+                            row.fixed.append(meter.usage)
+                    rows.append(row)
+    finally:
+        spark.stop()
+    return rows, cold_s
+
+
+@contextmanager
+def _streams(server: str) -> Iterator[Any]:
+    if server == "memory":
+        yield memory_stream
+    else:
+        with kinesalite_streams() as stream:
+            yield stream
+
+
+# -- the report --------------------------------------------------------------------------------------
+GOAL_SIZE, GOAL_SHARDS = 1000, 4  # the issue's reference configuration: 1 KB records on 4 shards
+
+
+def goals(rows: list[CpuRow]) -> list[tuple[str, str, bool]]:
+    """The performance goals this run can judge: (goal, measured, met), from the 1 KB / 4-shard row."""
+    row = next((r for r in rows if (r.size, r.shards) == (GOAL_SIZE, GOAL_SHARDS)), None)
+    if row is None:
+        return []
+    judged = [
+        (
+            "MB per CPU-second at least 1.5x the boto3 loop's (1 KB records)",
+            f"{row.cpu_ratio():.2f}x",
+            row.cpu_ratio() >= 1.5,
+        ),
+        (
+            f"wall time at least 0.9x the loop's speed at {row.records:,} records on 4 shards",
+            f"{row.wall_ratio():.2f}x",
+            row.wall_ratio() >= 0.9,
+        ),
+    ]
+    if row.server == "memory":
+        judged.append(
+            (
+                "at least 40 shards at 2 MiB/s per executor core (benchmark server, whole run)",
+                f"{row.shards_per_core():.1f}",
+                row.shards_per_core() >= 40,
+            )
+        )
+    if row.server == "memory" and row.measurable():
+        judged.append(
+            (
+                "at least 40 shards at 2 MiB/s per executor core (benchmark server, beyond the fixed cost)",
+                f"{row.steady_shards_per_core():.1f}",
+                row.steady_shards_per_core() >= 40,
+            )
+        )
+    return judged
+
+
+def table_rows(rows: list[CpuRow]) -> list[list[str]]:
+    out = []
+    for row in rows:
+        split = row.split()
+        out.append(
+            [
+                f"{row.size:,} B",
+                str(row.shards),
+                f"{row.records:,}",
+                _show(row.loop_rate()),
+                _show(row.spark_rate()),
+                f"{row.cpu_ratio():.2f}x",
+                f"{row.fixed_s():.2f}",
+                f"{row.marginal_rate():,.1f} ({row.marginal_rate() / row.loop_rate().median:.2f}x)"
+                if row.measurable()
+                else "- (fixed cost dominates)",
+                " / ".join(f"{split[r]:.0%}" for r in (JVM, EXECUTOR_PYTHON, DRIVER_PYTHON)),
+                f"{row.shards_per_core():.1f} / "
+                + (f"{row.steady_shards_per_core():.1f}" if row.measurable() else "-"),
+                f"{statistics.median(row.loop_wall):.2f} / {statistics.median(row.spark_wall):.2f}",
+                f"{row.wall_ratio():.2f}x",
+            ]
+        )
+    return out
+
+
+HEADER = [
+    "record size",
+    "shards",
+    "records",
+    "loop MB/CPU-s",
+    "connector MB/CPU-s",
+    "connector vs loop",
+    "fixed CPU-s per query",
+    "connector MB/CPU-s beyond fixed (vs loop)",
+    "CPU split JVM / executor Py / driver Py",
+    "shards at 2 MiB/s per executor core (run / beyond fixed)",
+    "wall s loop / connector",
+    "speed vs loop",
+]
+
+
+def _show(spread: Spread) -> str:
+    """A rate spread as "median (lowest-highest)" with one decimal."""
+    low, high = spread.samples[0], spread.samples[-1]
+    if len(spread.samples) == 1:
+        return f"{spread.median:,.1f}"
+    return f"{spread.median:,.1f} ({low:,.1f}-{high:,.1f})"
+
+
+def markdown_cpu(rows: list[CpuRow], cold_s: float, options: dict[str, str] | None = None) -> str:
+    server = rows[0].server
+    title = {
+        "memory": "## 7. The connector's ceiling: CPU per MB on the benchmark server",
+        "kinesalite": "## 6. CPU per MB of the whole pipeline, on kinesalite",
+    }[server]
+    if rows[0].megabytes >= 2 * DEFAULT_MB:
+        title += f", {rows[0].megabytes:,.0f} MB per query"
+    if options:
+        title += ", with " + ", ".join(f"`{k}={v}`" for k, v in options.items())
+    where = {
+        "memory": "the benchmark server (`benchmarks/memory_server.py`, its own process: GetRecords "
+        "answered with pre-encoded records from memory, in the real wire format, at a small fraction of "
+        "a reader's cost). These are the connector's limits, not what an emulator or Kinesis delivers; "
+        "keep them apart from the kinesalite figures",
+        "kinesalite": "kinesalite on loopback (the emulator sets the pace: wall times here are mostly its own)",
+    }[server]
+    lines = [
+        title,
+        "",
+        f"Measured {machine()}, with `bash scripts/bench.sh cpu --server {server}`, against {where}. Per "
+        f"record size and shard count one stream holds {rows[0].megabytes:,.0f} MB of payload; in each of "
+        f"{len(rows[0].spark)} rounds a boto3 loop (its own process; one thread per shard, GetRecords Limit "
+        "10,000 until drained; its process time around the reads) and a warm connector query "
+        "(`trigger(availableNow=True)` into the noop sink, `local[2]`, byte pacing off) read all of it. "
+        "The connector's CPU is that of every Spark process, sampled from /proc: the JVM (driver and "
+        "executor in local mode), the executor's Python workers, and the driver-side Python (the "
+        "source runner that plans batches, the Data Source API's set-up workers, the Py4J driver). "
+        "Rates are MB (10^6 B) of payload per CPU-second, median (lowest-highest); the split is the "
+        "median share per role. `fixed` is the median CPU of the same query over a stream of one record "
+        "per shard (starting the planner process, planning, scheduling, committing), and the rate beyond "
+        "it is MB over (CPU - fixed): what each further MB costs, the rate a long-running query "
+        "approaches. Shards per executor core are the executor side's rate (executor Python "
+        "plus the whole JVM, which in local mode also does the driver's work) over 2 MiB/s, a shard's "
+        "read limit, from the whole run and beyond the fixed cost. The servers' own CPU is not counted. The session's first query (Python workers "
+        f"start, the connector loads) took {cold_s:.1f} s and is not in the table."
+        + (
+            f" Extra source options: {', '.join(f'`{k}={v}`' for k, v in options.items())}."
+            if options
+            else ""
+        ),
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+    ]
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(rows)]
+    judged = goals(rows)
+    if judged:
+        lines += ["", "| goal (1 KB records, 4 shards) | measured | met |", "|---|---|---|"]
+        lines += [f"| {goal} | {value} | {'yes' if met else 'no'} |" for goal, value, met in judged]
+    return "\n".join(lines) + "\n"
+
+
+def section_name(server: str, options: dict[str, str] | None, mb: float = DEFAULT_MB) -> str:
+    """Each server, volume and set of extra options has its own section of docs/performance.md."""
+    suffix = "" if mb == DEFAULT_MB else f"-{mb:g}mb"
+    suffix += "".join(f"-{k}-{v}" for k, v in sorted((options or {}).items()))
+    return f"bench-cpu-{server}{suffix}"

@@ -1,0 +1,97 @@
+"""The `pyspark-kinesis` command: the demo, local servers, stream, consumer and checkpoint tools.
+
+Stream commands (create, produce, reshard, shards) live in `streams`, enhanced fan-out consumer
+commands in `consumers`, checkpoint commands (lag, inspect) in `checkpoints`; this module only wires
+them up. The benchmarks are a developer's command in the repository (`python -m benchmarks`), not
+part of the package.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import checkpoints as checkpoint_commands
+from . import consumers as consumer_commands
+from . import streams as stream_commands
+
+app = typer.Typer(
+    add_completion=False, help="pyspark-kinesis: a Kinesis source for Spark Structured Streaming."
+)
+local_app = typer.Typer(add_completion=False, help="Local Kinesis-compatible servers for development.")
+app.add_typer(local_app, name="local")
+app.add_typer(stream_commands.reshard_app, name="reshard")
+app.add_typer(consumer_commands.consumers_app, name="consumers")
+for _command in (stream_commands.create, stream_commands.produce, stream_commands.shards):
+    app.command(_command.__name__)(_command)
+app.command("lag")(checkpoint_commands.lag)
+app.command("inspect")(checkpoint_commands.inspect)
+console = Console()
+
+
+@app.command()
+def demo(
+    workdir: str = typer.Option(
+        None, help="Folder for the checkpoint and Parquet output (default: a temp dir)."
+    ),
+    orders: int = typer.Option(2000, min=2, max=1_000_000, help="How many sample orders to put."),
+    shards: int = typer.Option(2, min=1, max=64, help="Shards of the demo stream."),
+) -> None:
+    """Local Kinesis -> Spark -> Parquet, stopped and resumed from its checkpoint."""
+    from .demo import run
+
+    raise typer.Exit(run(workdir, orders, shards))
+
+
+@local_app.command("start")
+def local_start(
+    kind: str = typer.Option("kinesis-local", help="kinesis-local or kinesalite."),
+    port: int = typer.Option(0, help="Port on 127.0.0.1 (0: a free one)."),
+    persist_dir: str = typer.Option(None, help="Keep the data in this folder across restarts."),
+    seconds: int = typer.Option(0, help="Stop after this many seconds (0: on Ctrl-C)."),
+) -> None:
+    """Start a local Kinesis server in the foreground and print its endpoint."""
+    from .local_kinesis import LocalKinesis
+
+    server = LocalKinesis(kind, port or None, persist_dir).start()
+    console.print(f"{kind} listening on [bold]{server.endpoint}[/] (log: {server.log_path}); Ctrl-C stops it")
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    deadline = time.monotonic() + seconds if seconds else float("inf")
+    try:
+        while not stop["now"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+@local_app.command("install")
+def local_install() -> None:
+    """Install the pinned local servers with npm (done automatically on first start)."""
+    from .local_kinesis import ensure_installed
+
+    console.print(f"installed in {ensure_installed()}")
+
+
+@app.command()
+def options() -> None:
+    """Print the source's options with their defaults."""
+    from ..source.options import KNOWN_OPTIONS
+
+    table = Table(title="kinesis source options")
+    table.add_column("option")
+    table.add_column("default")
+    table.add_column("meaning")
+    for name, (default, text) in KNOWN_OPTIONS.items():
+        table.add_row(name, default, text)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,141 @@
+"""The checkpoint commands of `pyspark-kinesis`: lag and inspect.
+
+They read a query's checkpoint and metadataPath (never write), so they are safe beside a running query
+and after it stopped. `lag` then asks Kinesis what lies after each shard's committed position.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .streams import ENDPOINT, JSON, client, emit_json, fail
+
+console = Console()
+CHECKPOINT = typer.Option(..., "--checkpoint", help="The query's checkpointLocation.")
+METADATA = typer.Option(..., "--metadata-path", help="The query's metadataPath.")
+STORAGE = typer.Option(
+    None, "--storage-options", help="JSON of fsspec options for both (S3 endpoint, profile...)."
+)
+
+
+def _open(checkpoint: str, metadata_path: str, storage_options: str | None) -> Any:
+    from .query_state import Checkpoint
+
+    try:
+        options = orjson.loads(storage_options) if storage_options else None
+    except orjson.JSONDecodeError as exc:
+        raise fail(f"--storage-options is not JSON: {exc}") from None
+    return Checkpoint(checkpoint, metadata_path, options)
+
+
+def _stream_of(arn: str) -> tuple[str, str | None]:
+    """(name, region) from a stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)."""
+    parts = arn.split(":")
+    return arn.rsplit("/", 1)[-1], (parts[3] if len(parts) > 5 and parts[3] else None)
+
+
+def lag(
+    checkpoint: str = CHECKPOINT,
+    metadata_path: str = METADATA,
+    storage_options: str = STORAGE,
+    endpoint_url: str = ENDPOINT,
+    region: str = typer.Option(None, "--region", help="Region (default: each stream's, from its ARN)."),
+    max_records: int = typer.Option(
+        1_000_000, min=1, max=100_000_000, help="Stop counting a shard's backlog after this many records."
+    ),
+    timeout: float = typer.Option(60.0, min=1.0, max=3600.0, help="Seconds to spend counting per shard."),
+    as_json: bool = JSON,
+) -> None:
+    """Each shard's committed position, MillisBehindLatest and the records after it (read to count)."""
+    from ..aws.admin import backlog
+    from ..errors import StreamAccessError
+
+    try:
+        batch = _open(checkpoint, metadata_path, storage_options).batch(committed_only=True)
+    except (ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
+    rows = []
+    for (arn, sid), position in sorted(batch.positions_after().items()):
+        name, arn_region = _stream_of(arn)
+        row: dict[str, Any] = {"stream": arn, "shard": sid, "position": position.describe()}
+        if position.is_end:
+            row.update(records=0, millisBehindLatest=0, complete=True, finished=True)
+        elif position.kind == "latest":
+            row.update(records=0, millisBehindLatest=-1, complete=False, finished=False)
+        else:
+            try:
+                found = backlog(
+                    client(region or arn_region, endpoint_url), name, sid, position, max_records, timeout
+                )
+            except StreamAccessError as exc:
+                raise fail(str(exc)) from None
+            row.update(
+                records=found.records,
+                millisBehindLatest=found.millis_behind,
+                complete=found.complete,
+                finished=False,
+            )
+        rows.append(row)
+    if as_json:
+        emit_json({"batch": batch.batch, "shards": rows})
+        return
+    table = Table(title=f"lag after committed batch {batch.batch}")
+    for column in ("stream", "shard", "committed position", "records behind", "ms behind latest"):
+        table.add_column(column)
+    for row in rows:
+        count = "done" if row["finished"] else f"{row['records']:,}{'' if row['complete'] else '+'}"
+        behind = "?" if row["millisBehindLatest"] < 0 else f"{row['millisBehindLatest']:,}"
+        table.add_row(_stream_of(row["stream"])[0], row["shard"], row["position"], count, behind)
+    console.print(table)
+    console.print(f"total records behind: {sum(r['records'] for r in rows):,} ('+': counting stopped early)")
+
+
+def inspect(
+    checkpoint: str = CHECKPOINT,
+    metadata_path: str = METADATA,
+    storage_options: str = STORAGE,
+    batch: int = typer.Option(None, help="Batch id (default: the latest in the offset log)."),
+    as_json: bool = JSON,
+) -> None:
+    """An offset-log entry and its batch-end records, readable."""
+    try:
+        found = _open(checkpoint, metadata_path, storage_options).batch(batch)
+    except (ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
+    offset = found.offset
+    if as_json:
+        emit_json(
+            {
+                "batch": found.batch,
+                "sourceBatch": offset.batch,
+                "committed": found.committed,
+                "offset": found.raw,
+                "records": {str(t): (r.to_json() if r else None) for t, r in found.records.items()},
+            }
+        )
+        return
+    console.print(
+        f"batch {found.batch} ({'committed' if found.committed else 'not committed'}), source batch "
+        f"{offset.batch}, query token {offset.token}, {len(found.records)} task(s)"
+    )
+    table = Table()
+    for column in ("stream", "shard", "task", "start", "end", "records", "bytes", "ms behind"):
+        table.add_column(column)
+    ends = {ref: end for r in found.records.values() if r for ref, end in r.shards.items()}
+    for stream, shards in sorted(offset.streams.items()):
+        for sid, state in sorted(shards.items()):
+            end = ends.get((stream, sid))
+            task = "-" if state.task < 0 else str(state.task)
+            if end is None:
+                cells = ("not read" if state.task < 0 else "no record yet", "", "", "")
+            elif end.unrun:
+                cells = ("task never ran", "0", "0", "")
+            else:
+                cells = (end.end.describe(), str(end.records), str(end.bytes), str(end.millis_behind))
+            table.add_row(_stream_of(stream)[0], sid, task, state.position.describe(), *cells)
+    console.print(table)

@@ -1,0 +1,160 @@
+"""Install, start, wait for and stop a local Kinesis server on 127.0.0.1.
+
+Two implementations from npm: kinesis-local (the most faithful: resharding lineage, ChildShards,
+regions and accounts) is the default; kinesalite (fast, strict) is the second. The servers are
+installed with npm from the pinned package.json beside this file into a cache folder, so the
+project's own files are all a fresh machine needs. Only the process this object started is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from ..aws.admin import answers
+
+KINDS = ("kinesis-local", "kinesalite")
+_HERE = Path(__file__).resolve().parent
+
+
+def install_dir() -> Path:
+    return Path(os.environ.get("PYSPARK_KINESIS_NPM_DIR", Path.home() / ".cache" / "pyspark-kinesis" / "npm"))
+
+
+def ensure_installed() -> Path:
+    """npm-install the pinned servers once; returns the folder holding node_modules."""
+    target = install_dir()
+    marker = target / "node_modules" / ".pyspark-kinesis-installed"
+    wanted = (_HERE / "package.json").read_text()
+    if marker.exists() and marker.read_text() == wanted:
+        return target
+    if shutil.which("npm") is None:
+        raise RuntimeError(
+            "npm is needed to install the local Kinesis servers; install Node.js 18+ with npm."
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "package.json").write_text(wanted)
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=target,
+        check=True,
+        timeout=600,
+    )
+    marker.write_text(wanted)
+    return target
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalKinesis:
+    """A local Kinesis server process. Use as a context manager, or call start() and stop()."""
+
+    def __init__(
+        self,
+        kind: str = "kinesis-local",
+        port: int | None = None,
+        persist_dir: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown local Kinesis kind {kind!r}; use one of {', '.join(KINDS)}")
+        self.kind = kind
+        self.port = port or free_port()
+        self.persist_dir = persist_dir
+        self.extra_env = env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.NamedTemporaryFile(prefix=f"{kind}-", suffix=".log", delete=False)  # noqa: SIM115
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> str:
+        return self._log.name
+
+    def _command(self, root: Path) -> tuple[list[str], dict[str, str]]:
+        env = dict(os.environ)
+        modules = root / "node_modules"
+        if self.kind == "kinesis-local":
+            package = modules / "kinesis-local"
+            env.update(
+                {
+                    "KINESIS_MOCK_PLAIN_PORT": str(self.port),
+                    "KINESIS_MOCK_TLS_PORT": str(free_port()),
+                    "KINESIS_MOCK_CERT_PATH": str(package / "server.json"),
+                    "CREATE_STREAM_DURATION": "0ms",
+                    "DELETE_STREAM_DURATION": "0ms",
+                    "SPLIT_SHARD_DURATION": "0ms",
+                    "MERGE_SHARDS_DURATION": "0ms",
+                    "UPDATE_SHARD_COUNT_DURATION": "0ms",
+                    "SHARD_LIMIT": "1000",
+                    "LOG_LEVEL": "WARN",
+                }
+            )
+            if self.persist_dir:
+                env.update(
+                    {
+                        "SHOULD_PERSIST_DATA": "true",
+                        "PERSIST_PATH": self.persist_dir,
+                        "PERSIST_INTERVAL": "1s",
+                    }
+                )
+            env.update(self.extra_env)
+            return ["node", str(package / "main.js")], env
+        script = (
+            "require('kinesalite')({shardLimit: 1000, createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0"
+            + (f", path: {self.persist_dir!r}" if self.persist_dir else "")
+            + f"}}).listen({self.port}, '127.0.0.1', function (err) {{ if (err) throw err; }})"
+        )
+        env["NODE_PATH"] = str(modules)
+        env.update(self.extra_env)
+        return ["node", "-e", script], env
+
+    def start(self, timeout_s: float = 60.0) -> LocalKinesis:
+        root = ensure_installed()
+        command, env = self._command(root)
+        self.process = subprocess.Popen(
+            command, cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{self.kind} exited with code {self.process.returncode}; see {self.log_path}"
+                )
+            if answers(self.endpoint):
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(
+            f"{self.kind} did not answer on {self.endpoint} within {timeout_s:.0f} s; see {self.log_path}"
+        )
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=2)  # kinesis-local ignores SIGTERM
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+
+    def __enter__(self) -> LocalKinesis:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

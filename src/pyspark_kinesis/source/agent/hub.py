@@ -1,0 +1,251 @@
+"""The fan-out agent's state: the subscriptions it holds, their events, and the service's spacing.
+
+Kept apart from the agent's process and socket (`process`) so that the rules are in one place:
+a subscription is handed again only to a read that starts exactly where the last one left it
+(`SubscriptionHub.open`), SubscribeToShard calls keep the service's spacing for the whole executor (`Spacing`),
+and reads of one batch settle together (`SubscriptionHub.next_for`). See `process` for why it exists.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...aws.subscribe import Subscription
+from ...config.stream_specs import StreamSpec
+from ...model import Position
+
+SUBSCRIBE_SPACING_S = 1.0  # SubscribeToShard: one call per second per consumer and shard
+RESUBSCRIBE_AFTER_S = 5.0  # ...and ResourceInUseException within 5 s of the last successful one
+FIRST_MESSAGE_WAIT_S = 5.0  # a new subscription's first message is awaited (a refusal may be one)
+QUEUE_EVENTS = 8  # events read ahead per subscription before TCP holds the service back
+MAX_IDLE_S = 30.0  # a kept subscription not taken again by then is closed
+MAX_QUEUE_WAITS = 7_200  # x 0.5 s: a subscription nobody takes events from for an hour is closed
+SETTLE_CHECK_S = 0.05  # how often a waiting read looks whether its batch has records from another read
+BATCH_MARKS_S = 600.0  # how long a batch's "has records" mark is remembered
+
+Key = tuple[str, str]  # (consumer ARN, shard id)
+
+
+@dataclass(frozen=True)
+class Want:
+    """What a read asks the agent for: a subscription to `shard` through `consumer` from `position`
+    (with `reuse`, the one a read kept exactly there, if any; with `verify`, "after S" from S itself:
+    see `Position.iterator_args`). `batch` names the read's batch (reads of one batch settle together)."""
+
+    spec: StreamSpec
+    consumer: str
+    shard: str
+    position: Position
+    reuse: bool
+    batch: str = ""
+    verify: bool = False
+
+    @property
+    def key(self) -> Key:
+        return (self.consumer, self.shard)
+
+
+class Spacing:
+    """When SubscribeToShard was last called and last succeeded, per consumer and shard, so that calls
+    wait for the service's spacing instead of being refused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._called: dict[Key, float] = {}
+        self._succeeded: dict[Key, float] = {}
+
+    def before_subscribe(self, key: Key) -> None:
+        with self._lock:
+            now = time.monotonic()
+            turn = max(
+                now,
+                self._called.get(key, -1e9) + SUBSCRIBE_SPACING_S,
+                self._succeeded.get(key, -1e9) + RESUBSCRIBE_AFTER_S,
+            )
+            self._called[key] = turn
+        if turn > now:
+            time.sleep(turn - now)
+
+    def answered(self, key: Key, ok: bool) -> None:
+        """Spacing counts from the answer: the service saw the call before it answered, so this keeps
+        the calls apart as the service sees them."""
+        with self._lock:
+            now = time.monotonic()
+            self._called[key] = max(self._called.get(key, now), now)
+            if ok:
+                self._succeeded[key] = now
+
+
+class HeldSubscription:
+    """One open subscription and the messages its pump thread has taken from it: ("event", response),
+    then ("end", None) or ("error", exception)."""
+
+    def __init__(self, key: Key, subscription: Subscription) -> None:
+        self.key, self.subscription = key, subscription
+        self.position: Position | None = None  # where a kept subscription continues from
+        self.batch = ""  # the batch of the read that holds it (see `SubscriptionHub.next_for`)
+        self.behind = -1  # MillisBehindLatest of the last event handed out
+        self.since = time.monotonic()
+        self.closing = False
+        self._items: collections.deque[tuple[str, Any]] = collections.deque()
+        self._ready = threading.Condition()
+        threading.Thread(target=self._pump, name=f"efo-{key[1]}", daemon=True).start()
+
+    def _pump(self) -> None:
+        try:
+            for response in self.subscription.events():
+                response["ReceivedAt"] = time.time()  # see `executor.modes.fanout.FanOutPages._page`
+                if not self._put(("event", response)):
+                    return
+            self._put(("end", None))
+        except Exception as exc:  # the stream's failure is the reader's to handle: hand it over
+            if not self.closing:  # (once closed here, the failure is the closing itself)
+                self._put(("error", exc))
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        with self._ready:
+            for _wait in range(MAX_QUEUE_WAITS):
+                if len(self._items) < QUEUE_EVENTS or item[0] != "event":
+                    self._items.append(item)
+                    self._ready.notify_all()
+                    return True
+                if self.closing:
+                    return False
+                self._ready.wait(0.5)
+            self._items.append(("error", TimeoutError("no read took this subscription's events for an hour")))
+            self._ready.notify_all()
+        self.close()
+        return False
+
+    def take(self, wait_s: float, peek: bool = False) -> tuple[str, Any] | None:
+        """The next message, or None if none came within `wait_s`."""
+        with self._ready:
+            if not self._items:
+                self._ready.wait_for(lambda: bool(self._items), timeout=max(0.0, wait_s))
+            if not self._items:
+                return None
+            item = self._items[0] if peek else self._items.popleft()
+            if not peek and item[0] == "event":
+                self.behind = int(item[1].get("MillisBehindLatest", -1))
+            self._ready.notify_all()
+            return item
+
+    @property
+    def pending(self) -> int:
+        with self._ready:
+            return sum(1 for kind, _value in self._items if kind == "event")
+
+    def close(self) -> None:
+        self.closing = True
+        with contextlib.suppress(Exception):  # closing a dead connection may fail in any way
+            self.subscription.close()
+        with self._ready:
+            self._ready.notify_all()
+
+
+class SubscriptionHub:
+    """The agent's subscriptions: opened (or continued) for reads, kept between them, reaped."""
+
+    def __init__(self, client_for: Callable[[StreamSpec], Any]) -> None:
+        self.client_for = client_for
+        self.spacing = Spacing()
+        self._lock = threading.Lock()
+        self._kept: dict[Key, HeldSubscription] = {}
+        self._with_records: dict[str, float] = {}  # batches a read has taken records for, since when
+        self._reads = 0
+        self.idle_since = time.monotonic()
+
+    def open(self, want: Want) -> tuple[HeldSubscription, bool]:
+        """The subscription a read continues (`want.reuse`, same position) or a new one; True for a new
+        one. A refusal raises as botocore raised it."""
+        key = want.key
+        with self._lock:
+            kept = self._kept.pop(key, None)
+        if kept is not None:
+            if want.reuse and kept.position == want.position:
+                kept.batch = want.batch
+                return kept, False
+            kept.close()
+        self.spacing.before_subscribe(key)
+        try:
+            subscription = Subscription(
+                self.client_for(want.spec), want.consumer, want.shard, want.position, want.verify
+            )
+        except BaseException:
+            self.spacing.answered(key, ok=False)
+            raise
+        held = HeldSubscription(key, subscription)
+        held.batch = want.batch
+        first = held.take(FIRST_MESSAGE_WAIT_S, peek=True)
+        if first is not None and first[0] == "error":  # refused inside the stream (kinesis-local does this)
+            held.close()
+            self.spacing.answered(key, ok=False)
+            raise first[1]
+        self.spacing.answered(key, ok=True)
+        return held, True
+
+    def next_for(self, held: HeldSubscription, wait_s: float, settle: bool) -> tuple[str, Any]:
+        """The read's next message within `wait_s`: ("event", response), ("end"/"error", ...),
+        ("idle", behind) when none came, or with `settle` ("settle", behind) as soon as another read
+        of the same batch has taken records."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        for _slice in range(int(max(0.0, wait_s) / SETTLE_CHECK_S) + 2):
+            remaining = deadline - time.monotonic()
+            item = held.take(min(SETTLE_CHECK_S, remaining) if settle else remaining)
+            if item is not None:
+                if item[0] == "event" and len(item[1]["Records"]) and held.batch:
+                    self._mark(held.batch)
+                return item
+            if settle and held.batch in self._with_records:
+                return ("settle", held.behind)
+            if time.monotonic() >= deadline:
+                break
+        return ("idle", held.behind)
+
+    def _mark(self, batch: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if batch not in self._with_records:
+                old = [b for b, since in self._with_records.items() if now - since > BATCH_MARKS_S]
+                for b in old:
+                    del self._with_records[b]
+                self._with_records[batch] = now
+
+    def keep(self, held: HeldSubscription, position: Position) -> None:
+        held.position, held.since = position, time.monotonic()
+        with self._lock:
+            old = self._kept.pop(held.key, None)
+            self._kept[held.key] = held
+        if old is not None and old is not held:
+            old.close()
+
+    def reap(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            stale = [k for k, held in self._kept.items() if now - held.since > MAX_IDLE_S]
+            closing = [self._kept.pop(k) for k in stale]
+            if self._reads or self._kept:
+                self.idle_since = now
+        for held in closing:
+            held.close()
+
+    def enter(self) -> None:
+        with self._lock:
+            self._reads += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._reads -= 1
+            self.idle_since = time.monotonic()
+
+    def close_all(self) -> None:
+        with self._lock:
+            closing, self._kept = list(self._kept.values()), {}
+        for held in closing:
+            held.close()

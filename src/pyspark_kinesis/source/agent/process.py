@@ -1,0 +1,193 @@
+"""The fan-out agent: one process per executor that holds its enhanced fan-out subscriptions.
+
+Why a process of its own: Kinesis refuses a new subscription on a shard within 5 s of the last
+successful one, so a shard is read with low latency only while one subscription stays open from
+batch to batch. Spark runs each task in whichever of the executor's Python workers is idle, so a
+subscription kept inside a worker is mostly not where the shard's next task runs. The agent is where
+subscriptions live instead: every Python worker of the executor reaches it over a local socket
+(`link`), and the shard's next task, in whichever worker, continues the subscription the
+last read left, from exactly the position that batch ended.
+
+What it does, and what it leaves to the reader:
+- It holds subscriptions and the events already pushed; it never decides what a batch reads. The
+  reading worker applies the batch's limits, aggregates, replay bound and caught-up rule
+  (`executor.shard_read` over `executor.modes.fanout`) and says where it stopped. A subscription is kept only when its read took
+  whole events, and handed again only to a read that starts exactly there; anything else gets a new
+  subscription from the read's own position.
+- SubscribeToShard calls on one consumer and shard are spaced for the whole executor: one per
+  second, none within 5 s of the last successful one, counted from the answer.
+- A subscription's events wait in a small queue, then in TCP (the service is held back; nothing is
+  lost). A kept subscription not taken again within `hub.MAX_IDLE_S` is closed.
+- A batch ends when its slowest read does, so reads of one batch settle together: a read waiting for
+  a push ends as soon as another read of the same batch on this executor has taken records (the batch
+  then carries them at once instead of waiting out the quiet shards).
+- Those rules live in `hub`; this module is the process around them (socket, peers, exit).
+- It ends when its owner (the executor's Python daemon) is gone, or after `IDLE_EXIT_S` without
+  reads or kept subscriptions.
+
+Run as `python -m pyspark_kinesis.source.agent.process SOCKET OWNER_PID`; `link` does that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ...aws.errors import encode_error
+from ...aws.kinesis import KinesisProxy
+from ...config.stream_specs import StreamSpec
+from .hub import HeldSubscription, SubscriptionHub
+from .link import receive, send
+
+log = logging.getLogger("pyspark_kinesis.source.agent")
+
+MAX_MESSAGES = 10_000_000  # hard bound on one connection's messages
+IDLE_EXIT_S = 60.0  # the agent ends after this long without reads or kept subscriptions
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """The peer runs as this user (Linux tells; elsewhere the private directory is the guard)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return uid == os.getuid()
+
+
+class _ReadSession(socketserver.BaseRequestHandler):
+    """One read's connection: open, next..., keep or close (see `link`)."""
+
+    def handle(self) -> None:
+        hub: SubscriptionHub = self.server.hub  # type: ignore[attr-defined]
+        conn: socket.socket = self.request
+        if not _same_user(conn):
+            log.warning("refused a connection from another user")
+            return
+        held: HeldSubscription | None = None
+        hub.enter()
+        try:
+            for _message in range(MAX_MESSAGES):
+                message = receive(conn)
+                if message is None:
+                    break
+                held, reply = self._answer(hub, held, message)
+                send(conn, (*reply, held.pending if held is not None else 0))
+        except (OSError, EOFError):
+            pass  # the read's worker went away: its subscription is closed below
+        finally:
+            if held is not None:
+                held.close()
+            hub.leave()
+
+    @staticmethod
+    def _answer(
+        hub: SubscriptionHub, held: HeldSubscription | None, message: tuple
+    ) -> tuple[HeldSubscription | None, tuple[str, Any]]:
+        op = message[0]
+        if op == "open":
+            if held is not None:
+                held.close()
+            try:
+                held, fresh = hub.open(message[1])
+            except Exception as exc:
+                return None, ("error", encode_error(exc))
+            return held, ("ok", fresh)
+        if held is None:
+            return None, ("error", encode_error(RuntimeError(f"'{op}' without an open subscription")))
+        if op == "next":
+            kind, value = hub.next_for(held, float(message[1]), bool(message[2]))
+            if kind in ("event", "idle", "settle"):
+                return held, (kind, value)
+            held.close()
+            return None, ("end", None) if kind == "end" else ("error", encode_error(value))
+        if op == "keep":
+            hub.keep(held, message[1])
+            return None, ("ok", None)
+        held.close()
+        return None, ("ok", None)
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, hub: SubscriptionHub) -> None:
+        self.hub = hub
+        super().__init__(path, _ReadSession)
+
+
+def _owner_alive(owner: int) -> bool:
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def serve(path: str, owner: int, client_for: Callable[[StreamSpec], Any] | None = None) -> None:
+    """Serve reads on the Unix socket `path` until `owner` is gone or nothing has used the agent for
+    `IDLE_EXIT_S`."""
+    # SubscribeToShard without botocore's own retries: every attempt must go through `Spacing`
+    # (botocore would retry a LimitExceeded within half a second, against the service's rule).
+    hub = SubscriptionHub(
+        client_for or (lambda spec: KinesisProxy(spec, agent="reader", max_attempts=1).client)
+    )
+    old_mask = os.umask(0o177)  # the socket is this user's only
+    try:
+        server = _Server(path, hub)
+    except OSError as exc:  # another agent took the path first: it serves
+        log.info("not serving %s: %s", path, exc)
+        return
+    finally:
+        os.umask(old_mask)
+    ours = os.stat(path).st_ino  # at exit the path is unlinked only if it is still this agent's socket
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            hub.reap()
+            if not _owner_alive(owner) or time.monotonic() - hub.idle_since > IDLE_EXIT_S:
+                server.shutdown()
+                return
+
+    threading.Thread(target=watch, name="efo-agent-watch", daemon=True).start()
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+        hub.close_all()
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_ino == ours:  # (a successor started meanwhile owns it otherwise)
+                os.unlink(path)
+        if not _owner_alive(owner):  # no worker of this owner will come back: leave nothing behind
+            _remove_leftovers(path)
+
+
+def _remove_leftovers(path: str) -> None:
+    base = os.path.splitext(path)[0]
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(base + ".lock")
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.getsize(base + ".log") == 0:
+            os.unlink(base + ".log")
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(name)s %(message)s")
+    path, owner = argv[0], int(argv[1])
+    serve(path, owner)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,170 @@
+"""The shape of the next batch: which readable shards it reads, within which budgets, on which task.
+
+The planner (`planner`) decides where each shard stands (recorded ends, discovery, the lineage rule);
+this module decides what the batch does with the shards that may be read, as Spark's Kafka source
+parts its stream from its range calculator:
+
+- admission: shards an AvailableNow run has drained stay out; idle shards wait for
+  `idlePollIntervalMs` (except under fan-out, where a read waits for pushes without calling);
+- budgets: Spark's read limit split over the admitted shards (`split_budget`); a shard whose share is
+  zero waits for a later batch;
+- assignment: the configured assigner groups the shards onto tasks, weighted by each shard's recent
+  bytes per batch (`load`), and tasks holding shards whose task did not run last time come first
+  (`starved`), so that a foreachBatch that runs only the first task still moves every shard on.
+
+It keeps only what it learned from earlier batches (load, starvation, drained shards), all of which a
+restarted driver may forget: the offset it helps build holds every decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ... import assign
+from ...model import ShardInfo, ShardRef
+from ..options import SourceConfig
+from ..state.offsets import ShardEnd, ShardState
+from . import lineage
+
+K = TypeVar("K", bound=Hashable)
+
+
+def split_budget(total: int, shard_ids: list[K], rotate: int) -> dict[K, int]:
+    """Share a batch-wide limit between shards: equal parts, the remainder to a rotating few, so that a
+    limit smaller than the shard count still lets every shard progress over successive batches."""
+    count = len(shard_ids)
+    base, extra = divmod(total, count)
+    out = {}
+    for index, sid in enumerate(shard_ids):
+        out[sid] = base + (1 if (index - rotate) % count < extra else 0)
+    return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What the next batch does with one shard: its task and its budgets (-1: only the per-shard cap)."""
+
+    task: int
+    max_records: int = -1
+    max_bytes: int = -1
+
+
+class BatchShape:
+    """Admission, budgets and assignment of successive batches of one query run."""
+
+    def __init__(self, config: SourceConfig) -> None:
+        self.config = config
+        self.load: dict[ShardRef, float] = {}  # recent bytes per batch per shard (moving average)
+        self.starved: dict[ShardRef, int] = {}  # batches in a row whose task for the shard never ran
+        self._done: set[ShardRef] = set()  # AvailableNow: shards drained under `_done_cutoff`
+        self._done_cutoff: int | None = None
+
+    # -- what the last batch taught ---------------------------------------------------------------
+    def observe(self, ends: Mapping[ShardRef, ShardEnd], unrun: list[ShardRef]) -> None:
+        """Take one batch's recorded ends (shards read) and its shards whose task never ran."""
+        for ref in unrun:
+            self.starved[ref] = self.starved.get(ref, 0) + 1
+        for ref, end in ends.items():
+            self.starved.pop(ref, None)
+            previous = self.load.get(ref)
+            self.load[ref] = end.bytes if previous is None else 0.5 * previous + 0.5 * end.bytes
+
+    # -- the next batch ----------------------------------------------------------------------------
+    def admit(
+        self,
+        streams: Mapping[str, Mapping[str, ShardState]],
+        ends: Mapping[ShardRef, ShardEnd],
+        start_cutoff: int | None,
+        cutoff_ms: int | None,
+        now: int,
+    ) -> list[ShardRef]:
+        """The shards the next batch may read: readable by the lineage rule, not drained under this
+        AvailableNow run, and not idle within the poll interval (AvailableNow reads on until every
+        shard is drained, since planning no batch would end the run; under fan-out a read waits for
+        pushes in the executor's agent instead, at no cost)."""
+        drained = self._drained(ends, start_cutoff, cutoff_ms)
+        interval = self.config.idle_poll_interval_ms
+        skip_idle = cutoff_ms is None and not self.config.fan_out
+        return [
+            (key, sid)
+            for key in sorted(streams)
+            for sid in lineage.readable(streams[key])
+            if (key, sid) not in drained
+            and not (skip_idle and streams[key][sid].idle and now - streams[key][sid].polled_ms < interval)
+        ]
+
+    def _drained(
+        self, ends: Mapping[ShardRef, ShardEnd], start_cutoff: int | None, cutoff_ms: int | None
+    ) -> set[ShardRef]:
+        """AvailableNow: shards with nothing more to read before the cutoff stay done for this run.
+        Ends read under another cutoff (an earlier run) say nothing about this one. At the tip means
+        nothing was left when the response was made, which was after the cutoff (the run's shard list
+        is from after it too, see `ShardDiscovery.refresh`): no record put before it is left."""
+        if cutoff_ms is None:
+            return set()
+        if start_cutoff != cutoff_ms or self._done_cutoff != cutoff_ms:
+            self._done, self._done_cutoff = set(), cutoff_ms
+        if start_cutoff == cutoff_ms:
+            self._done |= {ref for ref, e in ends.items() if e.reached_cutoff or e.at_tip}
+        return self._done
+
+    def slots(
+        self,
+        candidates: list[ShardRef],
+        max_rows: int | None,
+        max_bytes: int | None,
+        batch: int,
+        info: Callable[[str, str], ShardInfo | None],
+    ) -> dict[ShardRef, Slot]:
+        """Budgets and tasks of the admitted shards; shards whose budget share is zero wait."""
+        rows = split_budget(max_rows, candidates, batch) if max_rows and candidates else {}
+        size = split_budget(max_bytes, candidates, batch) if max_bytes and candidates else {}
+        to_read = [ref for ref in candidates if rows.get(ref, 1) > 0 and size.get(ref, 1) > 0]
+        return {
+            ref: Slot(task, rows.get(ref, -1), size.get(ref, -1))
+            for ref, task in self.assign(to_read, info).items()
+        }
+
+    def assign(
+        self, refs: list[ShardRef], info: Callable[[str, str], ShardInfo | None]
+    ) -> dict[ShardRef, int]:
+        """Group the shards of a batch onto tasks with the configured assigner (see `assign`). Shards of
+        all streams share the tasks; the assigner sees them under ids unique across streams."""
+        if not refs:
+            return {}
+        config = self.config
+        count = assign.task_count(len(refs), config.target_tasks, config.max_shards_per_task)
+        if count == len(refs) and config.shard_assigner == "balanced":
+            ordered = self._first_the_starved([[ref] for ref in sorted(refs)])  # one task per shard
+            return {group[0]: index for index, group in enumerate(ordered)}
+        index_of = {key: n for n, key in enumerate(sorted({key for key, _sid in refs}))}
+
+        def uid(key: str, sid: str) -> str:
+            return sid if len(index_of) == 1 else f"{index_of[key]}/{sid}"
+
+        by_uid: dict[str, ShardRef] = {}
+        shards = []
+        for key, sid in sorted(refs):
+            known = info(key, sid)
+            shard = known.to_api() if known is not None else {"ShardId": sid}
+            for parent in ("ParentShardId", "AdjacentParentShardId"):
+                if shard.get(parent):
+                    shard[parent] = uid(key, shard[parent])
+            shard["ShardId"] = uid(key, sid)
+            by_uid[shard["ShardId"]] = (key, sid)
+            shards.append(shard)
+        load = {uid(*ref): self.load[ref] for ref in refs if ref in self.load}
+        groups = [
+            [by_uid[u] for u in g] for g in assign.assign(shards, count, config.shard_assigner, load or None)
+        ]
+        ordered = self._first_the_starved([g for g in groups if g])
+        return {ref: index for index, group in enumerate(ordered) for ref in group}
+
+    def _first_the_starved(self, groups: list[list[ShardRef]]) -> list[list[ShardRef]]:
+        """Task order: groups holding shards whose task did not run last time come first."""
+        ranked = sorted(
+            range(len(groups)), key=lambda i: (-max(self.starved.get(r, 0) for r in groups[i]), i)
+        )
+        return [groups[i] for i in ranked]

@@ -1,0 +1,262 @@
+"""Shard discovery: every ListShards the driver makes, per stream, and what it learned.
+
+The driver lists a stream's shards when the query (or a stream added to it) starts, then at most every
+`shardDiscoveryIntervalMs`, and at once when a batch found a shard closed. The listing is full (not
+filtered), because a known shard missing from it has expired past retention. What the listing means
+for the offset (new shards, expired ones) is the lineage rule's to decide (`lineage`); this class
+owns the calls, their timing and the latest view of each stream's shards (hash ranges for assignment).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from ...aws.kinesis import KinesisProxy
+from ...config.stream_specs import StreamSpec
+from ...errors import DataLossError, OptionError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
+from ...model import LATEST, MIN_RETENTION_MS, RETENTION_MARGIN_MS, TIMESTAMP, Position, ShardInfo
+from ..options import SourceConfig
+from ..state.offsets import BackfillSlice, ShardState, SourceOffset
+from . import lineage
+
+log = logging.getLogger(__name__)
+_STARTUP_ATTEMPTS = 2  # start-up checks fail in seconds on a wrong endpoint instead of retrying for minutes
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def resolve_streams(config: SourceConfig) -> SourceConfig:
+    """Check at query start that every stream is reachable (endpoint, credentials, role, existence),
+    failing fast with one clear message, and learn each stream's ARN: its identity in offsets."""
+    identities = [
+        KinesisProxy(spec, agent="planner", max_attempts=_STARTUP_ATTEMPTS).identity()
+        for spec in config.streams
+    ]
+    arns = [identity.arn for identity in identities]
+    for index, arn in enumerate(arns):
+        if arn in arns[:index]:
+            raise OptionError(
+                "streams" if len(arns) > 1 else "streamName",
+                f"names the stream {arn} twice",
+                "Name each stream once.",
+            )
+    config = config.with_identities(identities)
+    if config.fan_out:
+        config = replace(config, streams=tuple(_with_consumer(spec) for spec in config.streams))
+    return config
+
+
+def _with_consumer(spec: StreamSpec) -> StreamSpec:
+    """Enhanced fan-out: the stream's consumer, ACTIVE. A consumerName is found or registered (and
+    waited for); a consumerArn must be registered already. Never deregistered here: that is an
+    operator's decision (`pyspark-kinesis consumers deregister`)."""
+    from ...aws import consumers
+
+    client = KinesisProxy(spec, agent="planner").client
+    if spec.consumer_arn is not None:
+        found = consumers.describe_arn(client, spec.consumer_arn)
+        if found is None:
+            raise StreamAccessError(
+                f"the consumer {spec.consumer_arn} of {spec.describe()} is not registered; register it "
+                "(`pyspark-kinesis consumers register`) or give consumerName to have the query register it"
+            )
+        if found.status == consumers.DELETING:
+            raise StreamAccessError(
+                f"the consumer {spec.consumer_arn} of {spec.describe()} is being deregistered; give a "
+                "registered consumer, or consumerName to have the query register one"
+            )
+        if found.status != consumers.ACTIVE:
+            found = consumers.ensure_consumer(client, spec.key, found.name)  # waits while CREATING
+    else:
+        assert spec.consumer_name is not None
+        found = consumers.ensure_consumer(client, spec.key, spec.consumer_name)
+    log.info("Kinesis %s: enhanced fan-out through consumer %s (%s)", spec.describe(), found.name, found.arn)
+    return spec.with_consumer(found.arn)
+
+
+def check_start_in_retention(spec: StreamSpec, start: Position, fail_on_data_loss: bool, now: int) -> None:
+    """A start at a timestamp older than the stream's retention asks for records that may be gone:
+    an error naming startingPosition at query start (with failOnDataLoss=false a warning)."""
+    if start.kind != TIMESTAMP or start.ts_ms is None:
+        return
+    retention = spec.retention_ms or MIN_RETENTION_MS
+    if now - start.ts_ms < retention - RETENTION_MARGIN_MS:
+        return
+    text = (
+        f"{start.describe()} is longer ago than the retention of {spec.describe()} ({retention // 3_600_000} h): "
+        "the records from then up to the oldest one left may be gone"
+    )
+    if fail_on_data_loss:
+        raise OptionError(
+            "startingPosition",
+            text,
+            "Start at TRIM_HORIZON (the oldest record left), or set failOnDataLoss=false to accept it",
+        )
+    log.warning(
+        "Kinesis option 'startingPosition': %s; failOnDataLoss=false: reading from the oldest one left", text
+    )
+
+
+def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
+    """A batch read's tasks: every listed shard of every stream, from its starting position (LATEST:
+    now) to the ending position (LATEST: now)."""
+    ending = config.ending_position
+    cutoff_ms = now_ms() if ending.kind == LATEST else int(ending.ts_ms or 0)
+    slices = []
+    for spec in config.streams:
+        start = spec.starting_position
+        start = Position.at_timestamp(now_ms()) if start.kind == LATEST else start
+        check_start_in_retention(spec, start, config.fail_on_data_loss, now_ms())
+        for shard in KinesisProxy(spec, agent="planner").list_shards():
+            slices.append(BackfillSlice(spec.key, shard.shard_id, start, shard.closed, cutoff_ms))
+    return slices
+
+
+@dataclass
+class _Stream:
+    """One stream's proxy, when it was last listed, and what was listed."""
+
+    spec: StreamSpec
+    proxy: KinesisProxy
+    last_ms: int = 0
+    checked_ms: int = 0  # when DescribeStreamSummary last said it is the stream the query started with
+    infos: dict[str, ShardInfo] = field(default_factory=dict)
+
+
+def recreated_streams(offset: SourceOffset, config: SourceConfig) -> list[str]:
+    """Streams of the offset that were deleted and re-created since it was written: same ARN, another
+    creation time. Their positions do not apply to the new stream; with failOnDataLoss a DataLossError."""
+    out = []
+    for key, then in sorted(offset.created.items()):
+        spec = config.stream(key)
+        now = None if spec is None else spec.created_ms
+        if now is None or now == then:
+            continue
+        if config.fail_on_data_loss:
+            raise DataLossError(
+                f"Kinesis stream {key} was deleted and re-created since this checkpoint was written (created "
+                f"{_iso(then)} then, {_iso(now)} now): the records the query had not read from the old stream "
+                "are gone, and its positions do not apply to the new one. Set failOnDataLoss=false to go on "
+                "with the new stream from its start (TRIM_HORIZON), or start over with a new checkpointLocation."
+            )
+        out.append(key)
+    return out
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
+class ShardDiscovery:
+    """The driver's view of each stream's shards. Holds caches only: the truth is in the offset."""
+
+    def __init__(
+        self,
+        config: SourceConfig,
+        proxy_factory: Callable[[StreamSpec], KinesisProxy],
+        clock: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self._proxy_factory = proxy_factory
+        self._clock = clock
+        self._streams: dict[str, _Stream] = {}
+
+    def _stream(self, key: str) -> _Stream:
+        if key not in self._streams:
+            spec = self.config.stream(key)
+            assert spec is not None, f"stream {key} is not in the options"
+            self._streams[key] = _Stream(spec, self._proxy_factory(spec))
+        return self._streams[key]
+
+    def info(self, key: str, shard_id: str) -> ShardInfo | None:
+        """What the latest listing of stream `key` said about a shard (None if it was not listed)."""
+        return self._stream(key).infos.get(shard_id)
+
+    def created(self, key: str) -> int | None:
+        """When the stream was created, as learned at query start."""
+        return self._stream(key).spec.created_ms
+
+    def initial_states(self, key: str, start: Position | None = None) -> dict[str, ShardState]:
+        """The shards a stream starts with, at `start` (default: its starting position; LATEST is
+        pinned to now)."""
+        stream = self._stream(key)
+        start = start or stream.spec.starting_position
+        check_start_in_retention(stream.spec, start, self.config.fail_on_data_loss, self._clock())
+        listed = stream.proxy.list_shards(open_only=start.kind == LATEST)
+        stream.last_ms = self._clock()
+        stream.infos = {s.shard_id: s for s in listed}
+        if start.kind == LATEST:
+            # "From the moment the query first started": pinned as a timestamp in the first offset, so
+            # records put between now and the first batch are read, and a restart does not move it.
+            start = Position.at_timestamp(self._clock())
+            listed = lineage.open_only(listed)
+        return lineage.initial_states(listed, start)
+
+    def refresh(
+        self, key: str, states: dict[str, ShardState], *, force: bool, cutoff_ms: int | None
+    ) -> dict[str, ShardState]:
+        """`states` with what a new listing shows (new shards, expired ones), if one is due: the
+        interval has passed, `force`, or (AvailableNow) the last listing is older than the cutoff.
+        A failing listing (throttled, region down) is logged and retried at the next interval; the
+        other streams go on."""
+        stream = self._stream(key)
+        due = self._clock() - stream.last_ms >= self.config.shard_discovery_interval_ms
+        # AvailableNow: a listing from before the cutoff could show a shard closed just before it as
+        # open, and a read at its tip would then count it done with its children unread.
+        due = due or (cutoff_ms is not None and stream.last_ms < cutoff_ms)
+        if not (force or due):
+            return states
+        now = stream.last_ms = self._clock()
+        try:
+            # Still the stream the query started with? Deleted, or deleted and re-created (same ARN,
+            # new creation time, and positions that do not apply to it): the query ends, clearly. Asked
+            # at most once per interval (DescribeStreamSummary: 20 calls per second per account), also
+            # when closures force listings.
+            if now - stream.checked_ms >= self.config.shard_discovery_interval_ms or not stream.checked_ms:
+                stream.proxy.check_same_stream()
+                stream.checked_ms = now
+            listed = stream.proxy.list_shards()
+        except StreamNotFoundError:
+            raise stream.proxy.deleted() from None
+        except StreamRecreatedError:
+            raise
+        except StreamAccessError as exc:
+            log.warning("Kinesis stream %s: shard discovery failed, retried later: %s", key, exc)
+            return states
+        stream.infos = {s.shard_id: s for s in listed}
+        merged = lineage.merge_discovered(states, listed)
+        added = sorted(set(merged) - set(states))
+        if added:
+            log.info("Kinesis stream %s: new shards %s", key, ", ".join(added))
+        merged, orphans = lineage.forget_aged_out(merged, listed)
+        if orphans:
+            self._loss(
+                f"Kinesis stream {key}: shards {', '.join(orphans)} have not been read yet and their parents "
+                "are past retention, so their oldest records may be too (the query was stopped, or behind, "
+                "longer than the stream's retention): an unknown number of records may be lost",
+                "and read them from their oldest record left",
+            )
+        merged, expired = lineage.mark_expired(merged, listed)
+        if expired:
+            where = ", ".join(
+                f"{sid} (from {states[sid].position.describe()})" for sid in expired if sid in states
+            )
+            text = (
+                f"Kinesis stream {key}: shards {where or ', '.join(expired)} went past retention before they were "
+                "read to their end; their unread records are lost"
+            )
+            self._loss(text, "and go on with their children")
+        return merged
+
+    def _loss(self, text: str, then: str) -> None:
+        """Records the query should read are gone: a DataLossError, or with failOnDataLoss=false a
+        warning, and `then`."""
+        if self.config.fail_on_data_loss:
+            raise DataLossError(f"{text}. Set failOnDataLoss=false to accept the loss {then}.")
+        log.warning("%s; failOnDataLoss=false: going on %s", text, then)

@@ -1,0 +1,376 @@
+"""Driver-side planning: the initial offset, each next offset, and the tasks of a batch.
+
+The driver never calls GetRecords. It learns where batch k stopped from the tasks' records in the
+batch-end log, turns those ends into the start positions of batch k+1, applies the lineage rule and
+Spark's read limit, and decides which task reads which shard. Everything it decides goes into the
+offset, so a restarted driver replans a logged batch identically from the checkpoint alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+
+from ...aws.kinesis import KinesisProxy
+from ...config.stream_specs import StreamSpec
+from ...errors import CheckpointMismatchError, StreamAccessError
+from ...model import Position, ShardRef
+from ..options import SourceConfig
+from ..state.batch_log import BatchEndLog, offset_digest
+from ..state.offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, TaskEnd, TaskPlan
+from . import lineage
+from .batch_shape import BatchShape
+from .discovery import ShardDiscovery, now_ms, recreated_streams
+from .lag import LagTracker
+
+log = logging.getLogger(__name__)
+_AVAILABLE_NOW_LISTINGS = 6  # listings tried after a closure before an AvailableNow run gives up
+
+
+def plan_tasks(offset: SourceOffset, config: SourceConfig) -> list[TaskPlan]:
+    """The tasks of the batch `offset` describes, in task order: what each reads, from where, within
+    which budget. Shards of streams no longer in the options are left out (their settings are gone),
+    and so, with failOnDataLoss=false, are those of streams re-created since (see `recreated_streams`)."""
+    plans = []
+    gone = set(recreated_streams(offset, config))
+    for task, refs in sorted(offset.tasks().items()):
+        kept = [ref for ref in refs if config.stream(ref[0]) is not None and ref[0] not in gone]
+        if len(kept) < len(refs):
+            # A batch logged before a restart that removed streams: the removed ones cannot be read;
+            # they leave the query here, as from the next batch on.
+            log.warning(
+                "Batch %d: skipping shards of streams no longer in the options, or re-created: %s",
+                offset.batch,
+                ", ".join(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept})),
+            )
+        if not kept:
+            continue
+        slices = tuple(
+            ShardSlice(
+                stream, sid, state.position, state.max_records, state.max_bytes, state.closed, state.tip_ms
+            )
+            for stream, sid in kept
+            for state in (offset.state((stream, sid)),)
+        )
+        plans.append(TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms))
+    return plans
+
+
+class Planner:
+    """Plans batches for one query run. Holds only caches; the truth is the offset and the log."""
+
+    def __init__(
+        self,
+        config: SourceConfig,
+        batch_log: BatchEndLog,
+        proxy_factory: Callable[[StreamSpec], KinesisProxy],
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.config = config
+        self.log = batch_log
+        self.clock = clock
+        self.sleep: Callable[[float], None] = time.sleep  # between listings retried (tests replace it)
+        self.discovery = ShardDiscovery(config, proxy_factory, clock)
+        self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
+        self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow
+        self.token: str | None = None  # the query's, once known (its `live` record is renewed)
+        self.shape = BatchShape(config)
+        self._ends_cache: tuple[int, dict[ShardRef, ShardEnd]] | None = None
+        self._checked_tokens: set[str] = set()
+        self._initial: SourceOffset | None = None
+        self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
+        self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
+        self._looked_up: set[int] = set()  # batches whose `planned` marker this run has looked at
+        self._planned_here: dict[int, str] = {}  # batch -> digest of its offset, planned or checked here
+        self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
+
+    # -- start of a new query --------------------------------------------------------------------
+    def initial_offset(self) -> SourceOffset:
+        """Computed once per run: Spark may ask more than once, and every answer must be the same."""
+        if self._initial is None:
+            streams = {spec.key: self.discovery.initial_states(spec.key) for spec in self.config.streams}
+            token = uuid.uuid4().hex
+            self._claim(token)
+            self.log.start_query(token, sorted(streams))
+            for spec in self.config.streams:
+                log.info(
+                    "Kinesis source starts query %s: %s (%s), %d shards from %s",
+                    token,
+                    spec.describe(),
+                    spec.key,
+                    len(streams[spec.key]),
+                    spec.starting_position.describe(),
+                )
+            self._checked_tokens.add(token)
+            self._initial = SourceOffset(
+                token=token, batch=-1, streams=streams, created=self._created(streams, {})
+            )
+        return self._initial
+
+    # -- checks that the checkpoint and the records belong together ------------------------------
+    def check_offset(self, offset: SourceOffset) -> None:
+        configured = set(self._configured)
+        if offset.streams and not configured & set(offset.streams):
+            raise CheckpointMismatchError(
+                f"The checkpoint was written for Kinesis stream(s) {', '.join(sorted(offset.streams))}, but "
+                f"the options name {', '.join(sorted(configured))}: none of them. Use a new checkpointLocation "
+                "(and metadataPath) for other streams; to add or remove streams, keep at least one."
+            )
+        if offset.token not in self._checked_tokens:
+            self.log.check_query(offset.token, offset.batch, sorted(offset.streams))
+            self._claim(offset.token)
+            self._checked_tokens.add(offset.token)
+
+    def _claim(self, token: str) -> None:
+        """This run is the query with `token`: no other query may be running on metadataPath."""
+        self.log.beat(token)
+        self.log.check_alone(token)
+        self.token = token
+
+    def check_replay(self, end: SourceOffset) -> None:
+        """Before any task of a logged batch runs (Spark's `partitions`): the records under
+        metadataPath must be this checkpoint's, and the batch must have been planned there as logged.
+        Otherwise (a moved, cleaned or older metadataPath) a replay would read afresh and record new
+        ends: rows unlike the first attempt's, and the query failing a batch later."""
+        if self._planned_here.get(end.batch) == offset_digest(end.to_json()):
+            return  # planned (or checked) in this run
+        self.check_offset(end)
+        marker = self.log.planned(end.token, end.batch)
+        if marker is None:
+            raise CheckpointMismatchError(
+                f"The checkpoint's batch {end.batch} has no record under metadataPath "
+                f"'{self.config.metadata_path}' that it was planned: the metadataPath was changed, cleaned, or "
+                "is older than the checkpoint. Restore the metadataPath this query ran with, or start over "
+                "with a new checkpointLocation (and metadataPath)."
+            )
+        if marker.digest is not None and marker.digest != offset_digest(end.to_json()):
+            raise CheckpointMismatchError(
+                f"The checkpoint's batch {end.batch} was planned differently under metadataPath "
+                f"'{self.config.metadata_path}' (another query's records, or a checkpoint restored from "
+                "another copy). Use this query's own checkpoint and metadataPath."
+            )
+        self._planned_here[end.batch] = offset_digest(end.to_json())
+
+    def committed(self, end: SourceOffset) -> None:
+        """Spark committed batch `end.batch`: no restart can need the records of it or before it."""
+        if end.batch >= 0:
+            self.log.collect(end.token, end.batch + 1)
+
+    # -- reading what the last batch did ---------------------------------------------------------
+    def recorded_ends(self, offset: SourceOffset) -> dict[ShardRef, ShardEnd]:
+        """Where each shard of batch `offset.batch` stopped, from the tasks' records."""
+        if offset.batch < 0:
+            return {}
+        if self._ends_cache is not None and self._ends_cache[0] == offset.batch:
+            return self._ends_cache[1]
+        ends: dict[ShardRef, ShardEnd] = {}
+        unrun: list[ShardRef] = []
+        for task, all_refs in offset.tasks().items():
+            # Shards of streams removed from the options (or re-created) were not read when the batch
+            # ran after the restart (see `plan_tasks`): they have no end to find.
+            refs = [ref for ref in all_refs if ref[0] in self._configured and ref[0] not in self._recreated]
+            if not refs:
+                continue
+            starts = {ref: offset.state(ref).position for ref in refs}
+            record = self.log.read(offset.token, offset.batch, task)
+            if record is None:
+                record = self._close_unrun(offset, task, starts)
+            self.log.check(record, starts)
+            for ref in refs:
+                end = record.shards[ref]
+                if end.unrun:  # read again from the same position, ahead of the others
+                    unrun.append(ref)
+                else:
+                    ends[ref] = end
+        self._ends_cache = (offset.batch, ends)
+        self.shape.observe(ends, unrun)
+        return ends
+
+    def _close_unrun(self, offset: SourceOffset, task: int, starts: dict[ShardRef, Position]) -> TaskEnd:
+        """A task of a committed batch without a record never ran (see `batch_log`), if the batch is
+        known to have been planned; otherwise the records under metadataPath are gone."""
+        if not self.log.was_planned(offset.token, offset.batch):
+            raise CheckpointMismatchError(
+                f"The batch-end record of batch {offset.batch}, task {task} is missing under metadataPath "
+                f"'{self.config.metadata_path}', and so is the record that this batch was planned, although "
+                "the checkpoint says that batch ran: the metadataPath was changed or cleaned. Restore it, or "
+                "start over with a new checkpointLocation."
+            )
+        record = self.log.close_unrun(offset.token, offset.batch, task, starts)
+        if all(end.unrun for end in record.shards.values()):
+            log.info(
+                "Batch %d, task %d never ran (a foreachBatch that used only part of its DataFrame, or none "
+                "of it): its shards %s are read again from the same positions",
+                offset.batch,
+                task,
+                ", ".join(sid for _stream, sid in sorted(starts)),
+            )
+        return record
+
+    # -- the next offset -------------------------------------------------------------------------
+    def advance(
+        self, offset: SourceOffset, ends: dict[ShardRef, ShardEnd]
+    ) -> dict[str, dict[str, ShardState]]:
+        """Shard states after batch `offset.batch`: new positions, idle flags, poll times."""
+        streams: dict[str, dict[str, ShardState]] = {}
+        for key, shards in offset.streams.items():
+            states = streams[key] = {}
+            for sid, state in shards.items():
+                end = ends.get((key, sid))
+                base = replace(state, task=NO_TASK, max_records=-1, max_bytes=-1)
+                if end is None:
+                    states[sid] = base
+                else:
+                    idle = end.records == 0 and end.at_tip
+                    # When the shard was last seen at the tip at its new position: now, or as before if
+                    # the read did not move (see `ShardState.tip_ms`).
+                    tip = end.read_at_ms if end.at_tip else state.tip_ms if end.end == state.position else 0
+                    states[sid] = replace(
+                        base, position=end.end, idle=idle, polled_ms=max(end.read_at_ms, 1), tip_ms=tip
+                    )
+        return streams
+
+    def _follow_options(self, streams: dict[str, dict[str, ShardState]]) -> dict[str, dict[str, ShardState]]:
+        """Streams added to the options since the checkpoint start at their starting position; streams
+        removed from them leave the offset (and are not read again)."""
+        out = {key: states for key, states in streams.items() if key in self._configured}
+        for key in sorted(set(streams) - set(self._configured)):
+            log.warning(
+                "Kinesis stream %s is no longer in the options: dropped from the query's offsets", key
+            )
+        for key in self._configured:
+            if key not in out:
+                out[key] = self.discovery.initial_states(key)
+                log.info("Kinesis stream %s was added to the options: read from its starting position", key)
+        return out
+
+    def _list_after(
+        self, closures: set[ShardRef], ends: dict[ShardRef, ShardEnd], states: dict[str, ShardState]
+    ) -> dict[str, ShardState]:
+        """The listing a closure forces. It must succeed and show the children the closed shards
+        reported (ChildShards), or it is tried again: at the next trigger, or under AvailableNow, where
+        no batch planned means the run ends, a few times now, and then the run fails rather than end
+        with those children unread."""
+        key = next(iter(closures))[0]
+        expected = {child for ref in closures for child in ends[ref].children}
+        tries = _AVAILABLE_NOW_LISTINGS if self.cutoff_ms is not None else 1
+        refreshed, missing = states, expected
+        for attempt in range(tries):
+            refreshed = self.discovery.refresh(key, states, force=True, cutoff_ms=self.cutoff_ms)
+            missing = expected - set(refreshed)
+            if refreshed is not states and not missing:
+                self._closures_seen |= closures
+                return refreshed
+            if attempt + 1 < tries:
+                self.sleep(min(8.0, 0.5 * 2**attempt))
+        if self.cutoff_ms is not None:
+            raise StreamAccessError(
+                f"Kinesis stream {key}: shards {', '.join(sorted(sid for _k, sid in closures))} closed, but "
+                f"{tries} listings in a row failed or did not show their children"
+                f"{' ' + ', '.join(sorted(missing)) if missing else ''}; trigger(availableNow=True) cannot "
+                "finish without reading them. Run the query again once ListShards answers."
+            )
+        return refreshed
+
+    def next_offset(self, start: SourceOffset, max_rows: int | None, max_bytes: int | None) -> SourceOffset:
+        """The offset of the next batch, or `start` itself when there is nothing to read now. A batch
+        planned before (under asynchronous progress tracking Spark plans again from an older durable
+        offset after a crash) gets the offset it was planned with."""
+        self.check_offset(start)
+        self._recreated = set(recreated_streams(start, self.config))
+        ends = self.recorded_ends(start)
+        again = self._planned_before(start)
+        if again is not None:
+            return again
+        streams = self._follow_options(self.advance(start, ends))
+        for key in sorted(self._recreated):
+            log.warning(
+                "Kinesis stream %s was deleted and re-created since the checkpoint: failOnDataLoss=false, so "
+                "the old stream's unread records are given up and the new stream is read from its start",
+                key,
+            )
+            streams[key] = self.discovery.initial_states(key, Position.trim_horizon())
+        for key in streams:
+            streams[key] = lineage.prune_finished(self._discover(key, streams[key], ends))
+        self.lag.update(start.batch, ends, streams)
+
+        candidates = self.shape.admit(streams, ends, start.cutoff_ms, self.cutoff_ms, self.clock())
+        slots = self.shape.slots(candidates, max_rows, max_bytes, start.batch + 1, self.discovery.info)
+        if not slots:
+            # Nothing to read now: no batch. Where batch `start.batch` ended stays in its records, and
+            # every later call (or a restarted query) derives the same states from them, so a batch
+            # that only carried new positions would cost a commit and, under AvailableNow, an extra
+            # empty batch after the one that drained the stream.
+            return start
+        log.debug("Batch %d: %d shards to read", start.batch + 1, len(slots))
+        for (key, sid), slot in slots.items():
+            info = self.discovery.info(key, sid)
+            streams[key][sid] = replace(
+                streams[key][sid],
+                task=slot.task,
+                max_records=slot.max_records,
+                max_bytes=slot.max_bytes,
+                closed=streams[key][sid].closed or (info is not None and info.closed),
+            )
+        offset = SourceOffset(
+            token=start.token,
+            batch=start.batch + 1,
+            streams=streams,
+            cutoff_ms=self.cutoff_ms,
+            created=self._created(
+                streams, {k: v for k, v in start.created.items() if k not in self._recreated}
+            ),
+        )
+        planned = offset.to_json()
+        stands = self.log.mark_planned(start.token, start.batch + 1, planned, start.to_json())
+        self._planned_here[start.batch + 1] = offset_digest(stands)
+        return offset if stands is planned else SourceOffset.from_json(stands)
+
+    def _planned_before(self, start: SourceOffset) -> SourceOffset | None:
+        """The offset batch `start.batch + 1` was planned with before, if it was (looked up once per run:
+        afterwards only this run plans it)."""
+        batch = start.batch + 1
+        if batch in self._looked_up:
+            return None
+        self._looked_up.add(batch)
+        marker = self.log.planned(start.token, batch)
+        if marker is None or marker.offset is None:
+            return None
+        self.log.check_same_start(batch, marker, start.to_json())
+        log.info("Batch %d was planned before (a restart re-plans it): its offset is used again", batch)
+        again = SourceOffset.from_json(marker.offset)
+        for key, states in again.streams.items():
+            if self.config.stream(key) is not None:  # what aged out since it was planned is reported
+                self.discovery.refresh(key, dict(states), force=False, cutoff_ms=None)
+        self._planned_here[batch] = offset_digest(marker.offset)
+        return again
+
+    def _discover(
+        self, key: str, states: dict[str, ShardState], ends: dict[ShardRef, ShardEnd]
+    ) -> dict[str, ShardState]:
+        """One stream's states after discovery. A shard that closed in the last batch forces one
+        listing (its children are new); the same recorded ends come back on every trigger until a batch
+        is planned, so each closure is looked at once, and the interval rules the rest."""
+        closures = {ref for ref, e in ends.items() if ref[0] == key and e.end.is_end} - self._closures_seen
+        if not closures:
+            return self.discovery.refresh(key, states, force=False, cutoff_ms=self.cutoff_ms)
+        log.info(
+            "Kinesis stream %s: shards %s were read to their end (closed by a reshard); their children "
+            "%s follow them",
+            key,
+            ", ".join(sorted(sid for _k, sid in closures)),
+            ", ".join(sorted({c for ref in closures for c in ends[ref].children})) or "(none reported)",
+        )
+        return self._list_after(closures, ends, states)
+
+    def _created(self, streams: dict[str, dict[str, ShardState]], known: dict[str, int]) -> dict[str, int]:
+        """Each stream's creation time as the offset keeps it: what it said, else what the query start learned."""
+        out = {}
+        for key in streams:
+            created = known.get(key, self.discovery.created(key))
+            if created is not None:
+                out[key] = created
+        return out

@@ -1,0 +1,114 @@
+"""The data-loss policy of one shard read: when records the query should read are gone, fail with a
+`DataLossError` naming the stream, the shard and the range, or with failOnDataLoss=false log a warning
+(with the count where it is known) and go on.
+
+Kinesis does not say that records aged out; a read learns it from what comes back. Two rules decide
+whether a start that is gone cost anything:
+
+- A position is *unaged* when no record that arrived after a given moment can have aged out yet: the
+  moment lies within the stream's retention (minus a margin for clocks). A read that found the shard at
+  the tip at its start position (the offset's `tip_ms`) therefore lost nothing if that position itself
+  aged out: every later record arrived after the tip was seen.
+- A start at a timestamp older than the retention may have lost the records from then up to the oldest
+  one left, unless the tip rule says otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ...errors import DataLossError
+from ...model import MIN_RETENTION_MS, RETENTION_MARGIN_MS, Position
+from ..state.offsets import ShardEnd
+
+log = logging.getLogger(__name__)
+
+
+class LossPolicy:
+    """failOnDataLoss for one shard read of one batch."""
+
+    def __init__(
+        self,
+        where: str,
+        batch: int,
+        fail_on_data_loss: bool,
+        retention_ms: int | None,
+        tip_ms: int = 0,
+    ) -> None:
+        """`where` names the stream and shard in messages; `tip_ms`: when a read last found the shard at
+        the tip at the read's start position (0: not known)."""
+        self.where, self.batch, self.fail = where, batch, fail_on_data_loss
+        self.retention_ms = retention_ms or MIN_RETENTION_MS
+        self.tip_ms = tip_ms
+
+    def unaged(self, since_ms: int) -> bool:
+        """No record that arrived after `since_ms` can have aged out yet (0: nothing is known)."""
+        age = int(time.time() * 1000) - since_ms
+        return since_ms > 0 and age < self.retention_ms - RETENTION_MARGIN_MS
+
+    def loss(self, what: str) -> None:
+        if self.fail:
+            raise DataLossError(
+                f"{self.where}, batch {self.batch}: {what}, and those records are lost. Set "
+                "failOnDataLoss=false to accept the loss and go on."
+            )
+        log.warning(
+            "%s, batch %d: %s; failOnDataLoss=false: going on without them", self.where, self.batch, what
+        )
+
+    def aged_out(self, what: str) -> None:
+        """The read's start is past retention: a loss, unless no record after it can have aged out."""
+        if self.unaged(self.tip_ms):
+            log.info(
+                "%s, batch %d: %s; the shard was at the tip there %d s ago, so nothing after it can have "
+                "aged out",
+                self.where,
+                self.batch,
+                what.split(":")[0],
+                (int(time.time() * 1000) - self.tip_ms) // 1000,
+            )
+            return
+        self.loss(what)
+
+    def check_start(self, start: Position) -> None:
+        """A first read at a timestamp older than the retention (and no tip seen since)."""
+        if start.ts_ms is None or self.unaged(start.ts_ms) or self.unaged(self.tip_ms):
+            return
+        self.loss(
+            f"the read starts at {start.describe()}, longer ago than the stream's retention "
+            f"({self.retention_ms // 3_600_000} h): an unknown number of records from then up to the oldest "
+            "one left may be past retention"
+        )
+
+    def check_replay(
+        self,
+        expect: ShardEnd,
+        start: Position,
+        reached: bool,
+        got: int,
+        first: tuple[str, int] | None,
+    ) -> None:
+        """A replay must return exactly the first attempt's rows: reach the recorded end, start at the
+        recorded first record (a TRIM_HORIZON or timestamp start moves as data ages out) and count the
+        same rows. Otherwise records are gone."""
+        same_first = expect.first is None or expect.records == 0 or first == expect.first
+        if reached and same_first and got == expect.records:
+            return
+        lost = max(0, expect.records - got)
+        found = "no record" if first is None else f"{got} records from sequence number {first[0]}"
+        wanted = f"{expect.records} records" + (
+            f" from sequence number {expect.first[0]}" if expect.first else ""
+        )
+        text = (
+            f"{self.where}: batch {self.batch} must be read again exactly as first read ({wanted}, "
+            f"{start.describe()} up to {expect.end.describe()}), but the stream now gives {found}"
+            f"{'' if reached else ' and does not reach that end'}: about {lost} records are past retention "
+            "(or the stream was deleted and re-created)"
+        )
+        if self.fail:
+            raise DataLossError(
+                f"{text}. The batch cannot be replayed exactly. Set failOnDataLoss=false to accept the loss "
+                "and go on with the records that are left."
+            )
+        log.warning("%s; failOnDataLoss=false: going on without them", text)

@@ -1,0 +1,205 @@
+"""Enhanced fan-out: pages are SubscribeToShard events; the continuation is the subscription.
+
+Events arrive shaped like GetRecords responses (`aws.subscribe`), so the one shard-read loop takes
+them under the same limits, aggregate handling, replay bound and caught-up rule as polling's pages:
+the batch end is still recorded first-writer-wins by the task, and a replay reads exactly to it. What
+is fan-out's own:
+
+- Subscriptions are held by the executor's fan-out agent (`agent`), not by the reading Python worker:
+  the read asks it over a local socket (`agent.link`) for a subscription from where the read is
+  (LATEST is pinned to a timestamp by the planner as in polling, so a start at LATEST never waits
+  forever), and the agent hands a kept subscription again only to a read that starts exactly where
+  the last one ended.
+- What a page says of the tip: an event with MillisBehindLatest 0 pushed before the read started
+  (it waited in the agent) says nothing about now, so it counts as "not known"; an event while more
+  events already wait is "full". A running query's read (not AvailableNow, not a replay) waits at most
+  `idlePollIntervalMs` for a push, and less once another read of its batch on this executor has taken
+  records: then the page is "settled" and the read is over, so a quiet shard holds back neither its
+  batch nor the records other shards brought. (The planner does not skip idle shards under fan-out:
+  waiting costs no call.)
+- A shard known to be closed whose subscription reaches the tip without the event that ends it is
+  checked with one GetRecords: Kinesis sends that event, kinesis-local does not. Until its end is
+  confirmed a closed shard is never at the tip (an AvailableNow run would take it as done and never
+  read its children).
+- Failures: an ended subscription (the service ends each after 5 minutes) is made again from where
+  the read got to; a broken one, or a refused one (ResourceInUseException: another subscription is
+  still open, e.g. one another executor holds), after a backoff. The service's spacing rules (one
+  SubscribeToShard per second per consumer and shard, none within 5 s of the last successful one) are
+  kept by the agent before it is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from ....aws.consumers import describe_arn
+from ....aws.errors import (
+    CALL_ERRORS,
+    STREAM_ERRORS,
+    error_code,
+    is_foreign_sequence_number,
+    is_future_timestamp,
+    is_not_found,
+    is_retryable,
+)
+from ....aws.get_records import Records
+from ....aws.kinesis import describe_failure
+from ....errors import StreamAccessError
+from ....model import INSIDE, TIMESTAMP, Position
+from ...agent.hub import Want
+from ...agent.link import AgentLink, SubscriptionEnded
+from ..pages import Fault, FaultKind, Page, ReadContext
+
+REPLAY_WAIT_S = 10.0  # a replay (no deadline) asks for events this long at a time...
+REPLAY_IDLE_WAITS = 6  # ...and takes this many empty waits in a row as a broken subscription
+_EMPTY = Records.from_lists([], [], [], [])
+
+
+class FanOutPages:
+    """The SubscribeToShard events of one shard read, through the executor's fan-out agent."""
+
+    def __init__(self, context: ReadContext) -> None:
+        spec = context.proxy.spec
+        if spec.consumer_arn is None:
+            raise RuntimeError(f"{spec.describe()} has no consumer: the query start registers one")
+        self.context, self.spec, self.consumer = context, spec, spec.consumer_arn
+        self.link: AgentLink | None = None
+        self.subscribed = False
+        self.position: Position | None = None  # after the last record handed out (a closed shard's check)
+        self.read_started, self.read_wall = time.monotonic(), time.time()
+        limits = context.limits
+        self.settle = not context.replay and limits.cutoff_ms is None
+        self.idle = 0
+
+    # -- the subscription ----------------------------------------------------------------------------
+    def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
+        try:
+            if self.link is None or self.link.broken:
+                if self.link is not None:
+                    self.link.close()
+                self.link = AgentLink()
+            want = Want(
+                self.spec, self.consumer, self.context.shard, position, reuse, self.context.batch_key, verify
+            )
+            fresh = self.link.open(want)
+        except STREAM_ERRORS as exc:
+            raise self._classify(exc, position) from None
+        self.subscribed, self.position, self.idle = True, position, 0
+        return fresh
+
+    def open_oldest(self) -> bool:
+        """Whether the shard is still there is GetShardIterator's to say (a refused subscription may mean
+        other things); then a subscription at TRIM_HORIZON."""
+        try:
+            self.context.proxy.shard_iterator(self.context.shard, Position.trim_horizon())
+        except CALL_ERRORS as exc:
+            if is_not_found(exc):
+                return False
+            raise self._classify(exc, Position.trim_horizon()) from None
+        self.open(Position.trim_horizon(), verify=False, reuse=False)
+        return True
+
+    def keep(self, position: Position) -> None:
+        """The read took whole events and ended between two: the shard's next batch, in any worker of
+        this executor, continues this subscription from exactly here."""
+        if self.subscribed and self.link is not None and not self.link.broken:
+            with contextlib.suppress(*STREAM_ERRORS):  # (a lost agent keeps nothing: no harm)
+                self.link.keep(position)
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.close()  # closes the subscription unless it was kept
+
+    # -- events --------------------------------------------------------------------------------------
+    def next_page(self, limit: int) -> Page | None:
+        link = self.link
+        assert link is not None, "next_page before open"
+        now = time.monotonic()
+        if self.context.replay:
+            wait_s = REPLAY_WAIT_S
+        else:
+            wait_s = self.context.limits.deadline - now
+            if self.settle:
+                wait_s = min(wait_s, self.read_started + self.context.limits.push_wait_s - now)
+        try:
+            response = link.next_event(min(REPLAY_WAIT_S, max(0.01, wait_s)), self.settle)
+        except SubscriptionEnded:
+            self.subscribed = False
+            raise Fault(FaultKind.REOPEN) from None
+        except STREAM_ERRORS as exc:
+            self.subscribed = False
+            raise self._classify(exc, self.position, broken=True) from None
+        if response is None:  # nothing pushed within the wait
+            return self._quiet()
+        self.idle = 0
+        return self._page(response)
+
+    def _page(self, response: dict[str, Any]) -> Page:
+        assert self.link is not None
+        records: Records = response["Records"]
+        behind = int(response.get("MillisBehindLatest", -1))
+        if behind == 0 and response.get("ReceivedAt", 1e18) < self.read_wall:
+            behind = -1  # pushed before this read started: at the tip then, which says nothing of now
+        if len(records):
+            self.position = Position.after(records.seqs[-1].as_py())
+        ended = response.get("NextShardIterator") is None
+        if ended:
+            children = tuple(c["ShardId"] for c in response.get("ChildShards", []))
+            return Page(records, behind, ended=True, children=children)
+        page = Page(records, behind, full=self.link.pending > 0)
+        if not len(records) and behind == 0 and not page.full and self.context.to_end:
+            return self._confirm_end(page)
+        return page
+
+    def _quiet(self) -> Page | None:
+        """No push within the wait: a settled page when this read waits no longer; otherwise nothing
+        (the loop checks its budget), and for a replay, a subscription silent for a minute is broken."""
+        link = self.link
+        assert link is not None
+        self.idle += 1
+        waited = time.monotonic() >= self.read_started + self.context.limits.push_wait_s
+        if self.settle and (link.settled or waited):
+            page = Page(_EMPTY, link.behind, settled=True)
+            return self._confirm_end(page) if self.context.to_end and link.behind == 0 else page
+        if self.idle >= REPLAY_IDLE_WAITS:
+            self.subscribed = False
+            cause = ConnectionError("no event from the subscription for a minute")
+            raise Fault(FaultKind.BROKEN, cause)
+        return None
+
+    def _confirm_end(self, page: Page) -> Page:
+        """A shard known to be closed, at the tip, whose subscription did not send the event that ends
+        it: one GetRecords from where the read got to settles it (no records and no next iterator is
+        the shard's end). Unconfirmed, the page does not count as the tip."""
+        position = self.position
+        if position is None or position.kind == INSIDE:
+            return Page(page.records, -1, settled=page.settled)  # inside an aggregate: not at an end
+        proxy = self.context.proxy
+        try:
+            response = proxy.get_records(proxy.shard_iterator(self.context.shard, position), 1)
+        except CALL_ERRORS:
+            return Page(page.records, -1, settled=page.settled)  # the next batch asks again
+        if not len(response["Records"]) and response.get("NextShardIterator") is None:
+            children = tuple(c["ShardId"] for c in response.get("ChildShards", []))
+            return Page(page.records, 0, ended=True, children=children)
+        return Page(page.records, -1, settled=page.settled)
+
+    def _classify(self, exc: Exception, position: Position | None, broken: bool = False) -> Fault:
+        """What a failed subscription means: at the tip (a start ahead of the service's clock), data gone,
+        the consumer gone (the user's to fix), or a pause before subscribing again."""
+        if position is not None and position.kind == TIMESTAMP and is_future_timestamp(exc):
+            return Fault(FaultKind.AHEAD, exc)
+        if is_not_found(exc) and describe_arn(self.context.proxy.client, self.consumer) is None:
+            raise StreamAccessError(
+                f"the enhanced fan-out consumer {self.consumer} of {self.spec.describe()} is no longer "
+                "registered (deregistered while the query ran?). Restart the query: it registers its "
+                "consumer again (with consumerArn, give a registered one)."
+            ) from None
+        if is_not_found(exc) or is_foreign_sequence_number(exc):
+            return Fault(FaultKind.GONE, exc)
+        code = error_code(exc)
+        if is_retryable(exc) or code == "ResourceInUseException" or not code:
+            return Fault(FaultKind.BROKEN if broken else FaultKind.RETRY, exc)
+        raise describe_failure(exc, self.spec) from exc

@@ -1,0 +1,331 @@
+"""The one shard-read loop: one shard, one batch, from a start position, either as far as the batch's
+limits allow (a first attempt) or exactly up to a recorded end (a replay), into Arrow-ready columns.
+
+The loop reads pages from a page source (`pages`; polling and enhanced fan-out are `modes`) and owns
+every rule of the batch, once for all ways of reading:
+
+- What of a page belongs to the batch (limits, cutoff, replay bound, KPL aggregates): `cutting`.
+- When the read is over: the first page that shows the shard caught up (behind 0 and nothing more
+  waiting) instead of a timer; the shard's end; the replay bound; the batch's time budget. A shard known
+  to be closed (or a replay up to a shard end) reads on through a few empty pages before taking
+  "nothing yet" for the tip: some servers answer an empty page before the one that ends the shard.
+- Failures (`Fault`): an expired continuation is opened again where the read got to; throttling and
+  transient errors are retried while the batch's time budget lasts, then the read simply ends where it
+  got to (a valid batch end), so one throttled shard or stream delays only its batch; a replay, which
+  must reach its recorded end, retries longer and then fails the task.
+- A first attempt that resumes "after sequence number S" reads from S itself and requires S to come
+  back first (then drops it): Kinesis sequence numbers have gaps, so only S proves that nothing after it
+  aged out while the query was stopped or behind. A service may answer a trimmed position with an error
+  or with a continuation at the oldest record left; both end in the same decision (`loss`). A replay
+  starts at the record its first attempt read first (it needs nothing before it) and checks its rows
+  at the end.
+- A read that ended between two pages leaves its continuation with the source for the shard's next
+  batch (not when far behind: the next read must verify its start).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from ...aws.get_records import Records
+from ...aws.kinesis import KinesisProxy
+from ...errors import StreamAccessError
+from ...model import AFTER, END, INSIDE, TIMESTAMP, Position
+from ..state.offsets import ShardEnd
+from .columns import Columns
+from .cutting import BatchCut, ShardLimits
+from .loss import LossPolicy
+from .modes import source_for
+from .pages import Fault, FaultKind, Page, PageSource, ReadContext
+
+log = logging.getLogger(__name__)
+
+MAX_GET_RECORDS = 10_000
+MAX_STEPS = 100_000  # one read's pages and opens at most (a first attempt's budget stops it far sooner)
+CLOSED_EMPTY_READS = 3  # empty pages a read to a shard's end reads through (found by the chaos suite)
+_REPLAY_RETRIES = 30  # failed steps in a row a replay accepts before the task fails
+_BACKOFF_BASE_S, _BACKOFF_MAX_S = 0.1, 5.0
+# A read this far behind the tip keeps no continuation for the next batch: that batch must verify its
+# start (its records may age out meanwhile), which a kept continuation cannot.
+CACHE_MAX_BEHIND_MS = 3600 * 1000
+
+
+class ReadStuckError(RuntimeError):
+    """A read took `MAX_STEPS` steps without ending: a bug or a service that never moves on."""
+
+
+class ShardRead(BatchCut):
+    """One shard's read in one batch: where it is, what it took, and why it stopped."""
+
+    def __init__(
+        self,
+        source: PageSource,
+        context: ReadContext,
+        start: Position,
+        expect: ShardEnd | None = None,
+        fail_on_data_loss: bool = True,
+        tip_ms: int = 0,
+    ) -> None:
+        """`expect`: the recorded end a replay must reproduce (None for a first attempt); `tip_ms`: when
+        a read last found the shard at the tip at `start` (0: not known)."""
+        proxy = context.proxy
+        super().__init__(
+            proxy.name,
+            proxy.spec.key,
+            context.shard,
+            start,
+            context.limits,
+            None if expect is None else expect.end,
+        )
+        self.source, self.context, self.proxy, self.shard = source, context, proxy, context.shard
+        self.expect, self.batch = expect, context.batch
+        where = f"Kinesis stream '{proxy.name}' ({proxy.spec.key}), shard {context.shard}"
+        self.policy = LossPolicy(where, context.batch, fail_on_data_loss, proxy.spec.retention_ms, tip_ms)
+        self.anchor: str | None = None  # the sequence number the next records must start with
+        if expect is not None and expect.first is not None and expect.records > 0:
+            # A replay needs nothing before the first record its first attempt read: start there, so that a
+            # start that moves (TRIM_HORIZON, a timestamp) or an aged-out "after S" cannot shift it.
+            self.origin = Position.inside(expect.first[0], expect.first[1] - 1)
+        self.skip_from = start  # where the source was opened (a partly read aggregate's records skip)
+        self.at_tip = self.closed = False
+        self.children: tuple[str, ...] = ()
+        self.behind = -1
+        self.failures = self.empties = 0
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> tuple[Columns, ShardEnd]:
+        """Read until something stops the read; returns the rows and where the shard's read ended."""
+        start, until = self.start, self.until
+        if start.is_end or (until is not None and until == start):
+            return self.cols, ShardEnd(start=start, end=start)
+        if until is None and start.kind == TIMESTAMP:
+            self.policy.check_start(start)
+        # The shard's last read may have left its continuation exactly at `start` (never inside an
+        # aggregate: nothing to skip then).
+        reuse = until is None and start.kind != INSIDE and self.origin == start
+        opened = False
+        try:
+            for _step in range(MAX_STEPS):
+                if self._over():
+                    break
+                if not opened:
+                    opened, reuse = self._open(reuse), False
+                    continue
+                try:
+                    page = self.source.next_page(self._want())
+                except Fault as fault:
+                    opened = self._failed(fault, opened=True)
+                    continue
+                if page is not None and self._absorb(page):
+                    break
+            else:
+                raise ReadStuckError(f"{self.policy.where}: the read did not end within {MAX_STEPS} steps")
+            between = opened and not (self.stop or self.closed) and self.resume.kind != INSIDE
+            if until is None and between and self.behind < CACHE_MAX_BEHIND_MS:
+                self.source.keep(self.resume)
+        finally:
+            self.source.close()
+        return self.cols, self._end()
+
+    def _over(self) -> bool:
+        return self.stop or self.closed or (self.until is None and time.monotonic() > self.limits.deadline)
+
+    def _want(self) -> int:
+        """How many records the next page may hold (where the source can ask)."""
+        if self.until is None and self.limits.max_records > 0:
+            # (a verified read's first page also holds the record it resumed after, which it drops)
+            extra = 1 if self.anchor is not None and self.skip_from.kind == AFTER else 0
+            return max(1, min(MAX_GET_RECORDS, self.limits.max_records - len(self.cols) + extra))
+        return MAX_GET_RECORDS
+
+    def _open(self, reuse: bool) -> bool:
+        """Open the source where the read got to; False after a failure the read survives."""
+        position = self.resume
+        verify = self.until is None and position.anchor is not None
+        try:
+            fresh = self.source.open(position, verify=verify, reuse=reuse)
+        except Fault as fault:
+            return self._failed(fault, opened=False)
+        self.skip_from = position
+        self.anchor = position.anchor if (fresh and verify) else None
+        return True
+
+    def _failed(self, fault: Fault, *, opened: bool) -> bool:
+        """What a source's failure means for the read; returns whether the source is still open."""
+        kind = fault.kind
+        if kind is FaultKind.REOPEN:
+            return False
+        if kind is FaultKind.AHEAD:
+            # The start is ahead of the service's clock (a LATEST pinned by a driver whose clock runs
+            # ahead, or a timestamp not reached yet): nothing can have arrived since. At the tip.
+            self.at_tip = self.stop = True
+            return opened
+        if kind is FaultKind.GONE:
+            return self._gone()
+        self._back_off(fault)
+        return opened and kind is FaultKind.RETRY
+
+    def _back_off(self, fault: Fault) -> None:
+        """A transient failure: logged once per streak (throttling is routine, a line per call is noise),
+        fatal to a replay after too many in a row, else a jittered pause that never outlasts a first
+        attempt's time budget."""
+        self.failures += 1
+        if self.failures == 1:
+            log.info("%s, batch %d: %s; backing off and trying again", self.policy.where, self.batch, fault)
+        if self.until is not None and self.failures > _REPLAY_RETRIES:
+            raise StreamAccessError(
+                f"{self.policy.where}: batch {self.batch} must be read again to its recorded end, but "
+                f"{self.failures} calls in a row failed ({fault.cause or fault}). Check the stream's "
+                "throughput and the network; the query can be restarted from its checkpoint."
+            ) from fault.cause
+        pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.failures))
+        if self.until is None:
+            pause = min(pause, max(0.0, self.limits.deadline - time.monotonic()))
+        time.sleep(pause)
+
+    def _gone(self) -> bool:
+        """The shard, or the records at the read's position, are not there. The stream deleted or
+        re-created ends the query with a clear error; otherwise the data aged out past retention: a
+        loss (see `loss`), and the read goes on from the oldest record left (or the shard counts as read
+        to its end when none of it is left). A first read's start is judged by the tip rule; a replay
+        goes on and `check_replay` judges its rows. Returns whether the source is open."""
+        self.proxy.check_same_stream(within_s=10.0)
+        position = self.resume
+        try:
+            exists = self.source.open_oldest()
+        except Fault as fault:
+            self._back_off(fault)
+            return False
+        start_gone = self.until is None and self.last is None
+        if not exists:
+            what = (
+                f"the shard is gone (past retention) before it was read to its end from {position.describe()}"
+            )
+        else:
+            what = f"the records from {position.describe()} on are past retention, up to the oldest one left"
+        if start_gone:
+            self.policy.aged_out(what)
+        elif self.until is None:
+            self.policy.loss(what)
+        self.anchor = None
+        if not exists:
+            self.closed = True
+            return False
+        self.skip_from = Position.trim_horizon()
+        if self.last is None:
+            self.origin = Position.trim_horizon()
+        return True
+
+    # -- a page ----------------------------------------------------------------------------------
+    def _absorb(self, page: Page) -> bool:
+        """Take a page's records; True when the read is over."""
+        self.failures = 0
+        records = page.records
+        if self.anchor is not None:
+            records = self._check_anchor(records, page)
+        self.take(records, self.skip_from)
+        if self.stop:
+            return True
+        self.behind = page.behind_ms
+        if page.ended:
+            self.closed, self.children = True, page.children
+            return True
+        to_end = self.context.to_end
+        self.empties = 0 if len(records) else self.empties + 1
+        if page.settled:  # the source waited as long as this read waits: over, at the tip if it says so
+            self.at_tip = self.until is None and page.behind_ms == 0 and not to_end
+            return True
+        # Caught up: behind 0 and nothing more waiting (a full page means more is waiting, whatever a
+        # lagging or simplified MillisBehindLatest says): nothing was left in the shard when this page was
+        # made, records or not, so an AvailableNow run needs no further batch to see it. A replay at the
+        # tip without meeting its end is judged by `_end`.
+        if page.behind_ms != 0 or page.full:
+            return False
+        if len(records) and self.until is None:
+            self.at_tip = not to_end
+            return True
+        if not len(records) and not (to_end and self.empties < CLOSED_EMPTY_READS):
+            # (a shard read to its end is never at the tip before its end is confirmed: an AvailableNow
+            # run takes a shard at the tip as drained, and would leave its children unread)
+            self.at_tip = self.until is None and not to_end
+            return True
+        return False
+
+    def _check_anchor(self, records: Records, page: Page) -> Records:
+        """A verified read's first records: the anchor S first (dropped when the last batch read all of
+        it), or nothing at all while the service still has records on the way. Anything else, or the tip
+        or the shard's end without S, means S aged out, and records after it may have too."""
+        anchor = self.anchor
+        if not len(records):
+            if page.behind_ms == 0 or page.ended or page.settled:
+                self.anchor = None
+                self.policy.aged_out(
+                    f"sequence number {anchor}, where the read resumes, is past retention, and no record is "
+                    "left after it"
+                )
+            return records
+        self.anchor = None
+        first = records.seqs[0].as_py()
+        if first == anchor:
+            return records.slice(1) if self.skip_from.kind == AFTER else records
+        self.policy.aged_out(
+            f"sequence number {anchor}, where the read resumes, is past retention: an unknown number of "
+            f"records after it, up to sequence number {first} (the oldest left), may be too"
+        )
+        return records
+
+    # -- the end ---------------------------------------------------------------------------------
+    def _end(self) -> ShardEnd:
+        until = self.until
+        if until is not None:
+            assert self.expect is not None
+            reached = self.closed if until.kind == END else self.done_until
+            self.policy.check_replay(self.expect, self.start, reached, len(self.cols), self.first)
+            end = until
+        elif self.closed and not self.stop:
+            end = Position.shard_end()
+        else:
+            end = self.resume
+        return ShardEnd(
+            start=self.start,
+            end=end,
+            records=len(self.cols),
+            bytes=self.n_bytes,
+            at_tip=self.at_tip,
+            reached_cutoff=self.reached_cutoff,
+            children=self.children,
+            millis_behind=self.behind,
+            read_at_ms=int(time.time() * 1000),
+            first=self.first,
+        )
+
+
+def read_shard(
+    mode: str,
+    context: ReadContext,
+    start: Position,
+    expect: ShardEnd | None = None,
+    fail_on_data_loss: bool = True,
+    tip_ms: int = 0,
+) -> tuple[Columns, ShardEnd]:
+    """Read one shard in one batch through the page source of `mode` (see `modes`). With `expect` (a
+    recorded end), produce exactly the records the attempt that recorded it read, or report their
+    loss."""
+    return ShardRead(source_for(mode, context), context, start, expect, fail_on_data_loss, tip_ms).run()
+
+
+def fetch_shard(
+    proxy: KinesisProxy,
+    shard: str,
+    start: Position,
+    limits: ShardLimits,
+    expect: ShardEnd | None = None,
+    fail_on_data_loss: bool = True,
+    batch: int = -1,
+    tip_ms: int = 0,
+) -> tuple[Columns, ShardEnd]:
+    """`read_shard` by polling (GetRecords): the backfill's way, and the tests'."""
+    context = ReadContext(proxy, shard, limits, None if expect is None else expect.end, batch)
+    return read_shard("polling", context, start, expect, fail_on_data_loss, tip_ms)

@@ -1,0 +1,158 @@
+"""A task's exactly-once protocol on the executor.
+
+1. If a record of this (batch, task) exists, this is a replay: read each shard exactly to its
+   recorded end.
+2. Otherwise read within the batch's limits, then try to write the record (atomic, first writer wins).
+3. If another attempt (a retry, or a speculative copy) won the race, adopt its ends: shards whose end
+   differs are read again up to the winner's end.
+Rows leave the task only after its record is durable, so every attempt emits the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pyarrow as pa
+
+from ...aws.kinesis import KinesisProxy
+from ...errors import CheckpointMismatchError
+from ...model import ShardRef
+from ..options import SourceConfig
+from ..state.batch_log import BatchEndLog
+from ..state.offsets import BackfillSlice, ShardEnd, ShardSlice, TaskEnd, TaskPlan
+from . import faults
+from .columns import Columns
+from .cutting import ShardLimits
+from .pages import ReadContext
+from .shard_read import ReadStuckError, fetch_shard, read_shard
+
+# botocore's attempts per Kinesis call on executors: the read loop retries on within the time budget
+FETCH_ATTEMPTS = 3
+
+MAX_THREADS = 16
+MAX_BACKFILL_CHUNKS = 1_000_000  # a backfill's chunks per shard at most (each bounded in records and time)
+
+
+def _fetch_all(
+    config: SourceConfig, plan: TaskPlan, expect: Mapping[ShardRef, ShardEnd] | None
+) -> dict[ShardRef, tuple[Columns, ShardEnd]]:
+    """Read every shard of the task, up to MAX_THREADS at a time. A first attempt (`expect` None)
+    gives each shard a fair share of maxFetchTimeMs, measured from when its read starts: with more
+    shards than threads, later shards would otherwise start after the time was spent and read
+    nothing, batch after batch. A replay reads each shard to its recorded end."""
+    proxies: dict[str, KinesisProxy] = {}
+    for piece in plan.shards:
+        spec = config.stream(piece.stream)
+        if spec is None:
+            raise CheckpointMismatchError(
+                f"Batch {plan.batch} reads stream {piece.stream}, which the options no longer name."
+            )
+        proxies.setdefault(piece.stream, KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS))
+    waves = math.ceil(len(plan.shards) / MAX_THREADS)
+    share_s = config.max_fetch_time_ms / 1000.0 / max(1, waves)
+
+    def one(piece: ShardSlice) -> tuple[Columns, ShardEnd]:
+        limits = ShardLimits(
+            max_records=min(piece.max_records, config.max_records_per_shard)
+            if piece.max_records > 0
+            else config.max_records_per_shard,
+            max_bytes=min(piece.max_bytes, config.max_bytes_per_shard)
+            if piece.max_bytes > 0
+            else config.max_bytes_per_shard,
+            cutoff_ms=plan.cutoff_ms,
+            deadline=time.monotonic() + share_s,
+            bytes_per_second=config.shard_read_bytes_per_second,
+            closed=piece.closed,
+            fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
+            push_wait_s=config.idle_poll_interval_ms / 1000.0,
+        )
+        recorded = None if expect is None else expect[piece.ref]
+        context = ReadContext(
+            proxies[piece.stream],
+            piece.shard_id,
+            limits,
+            None if recorded is None else recorded.end,
+            plan.batch,
+            batch_key=f"{plan.token}#{plan.batch}",
+        )
+        return read_shard(
+            config.consumer_type, context, piece.start, recorded, config.fail_on_data_loss, piece.tip_ms
+        )
+
+    if len(plan.shards) == 1:
+        piece = plan.shards[0]
+        return {piece.ref: one(piece)}
+    with ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(plan.shards))) as pool:
+        results = list(pool.map(one, plan.shards))
+    return {p.ref: result for p, result in zip(plan.shards, results, strict=True)}
+
+
+def _same_read(a: ShardEnd, b: ShardEnd) -> bool:
+    return a.end == b.end and a.first == b.first and a.records == b.records
+
+
+def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
+    """Run one task of a batch under the protocol above and yield its rows."""
+    log = BatchEndLog.open(config.metadata_path or "", config.metadata_storage_options)
+    starts = {piece.ref: piece.start for piece in plan.shards}
+    record = log.read(plan.token, plan.batch, plan.task)
+    if record is not None:
+        log.check(record, starts)
+        results = _fetch_all(config, plan, record.shards)
+    else:
+        results = _fetch_all(config, plan, None)
+        mine = TaskEnd(
+            token=plan.token,
+            batch=plan.batch,
+            task=plan.task,
+            shards={ref: end for ref, (_cols, end) in results.items()},
+        )
+        faults.maybe_fail("before-record")
+        winner = log.write(mine)
+        if winner is not mine:
+            # Another attempt (a retry, a speculative copy, or the driver closing a task it took for
+            # one that never ran) recorded first: emit exactly what it recorded. Shards this attempt
+            # read differently are read again to the winner's end, with the winner's first record and
+            # count checked (data may have aged out between the two attempts).
+            log.check(winner, starts)
+            again = {p.ref for p in plan.shards if not _same_read(winner.shards[p.ref], mine.shards[p.ref])}
+            if again:
+                redo = replace(plan, shards=tuple(p for p in plan.shards if p.ref in again))
+                results.update(_fetch_all(config, redo, winner.shards))
+        faults.maybe_fail("after-record")
+    for piece in plan.shards:
+        cols, _end = results[piece.ref]
+        if len(cols):
+            yield cols.to_arrow()
+
+
+def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.RecordBatch]:
+    """One shard of a batch read, from its start to its cutoff (or its end, or its tip), in chunks each
+    bounded by the per-shard limits and maxFetchTimeMs."""
+    spec = config.stream(piece.stream)
+    assert spec is not None, "a batch read's streams come from its own options"
+    proxy = KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)
+    position = piece.start
+    for _chunk in range(MAX_BACKFILL_CHUNKS):  # every chunk is itself bounded in records and time
+        limits = ShardLimits(
+            config.max_records_per_shard,
+            config.max_bytes_per_shard,
+            piece.cutoff_ms,
+            deadline=time.monotonic() + config.max_fetch_time_ms / 1000.0,
+            bytes_per_second=config.shard_read_bytes_per_second,
+            closed=piece.closed,
+            fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
+        )
+        cols, end = fetch_shard(proxy, piece.shard_id, position, limits, None, config.fail_on_data_loss)
+        if len(cols):
+            yield cols.to_arrow()
+        if end.end.is_end or end.reached_cutoff or end.at_tip:
+            return
+        position = end.end
+    raise ReadStuckError(
+        f"shard {piece.shard_id}: the backfill read {MAX_BACKFILL_CHUNKS} chunks without ending"
+    )

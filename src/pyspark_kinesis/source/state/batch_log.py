@@ -1,0 +1,261 @@
+"""The batch-end log: where tasks record how far each shard was read in a batch, and its one owner.
+
+Spark logs a batch's offset before the batch runs, so where the batch *ends* is learned by its tasks
+and written here, under the user's `metadataPath`, one record per (batch, task), first writer wins
+(see `store.BatchEndStore`). Everything that knows how these records are laid out, decoded, checked
+against the checkpoint and collected lives in `BatchEndLog`, which both sides use: the driver to learn
+where the last batch ended and to collect old batches, the executors to record or replay.
+
+Layout under metadataPath (one folder per query, named by the query's random token, which its offsets
+carry):
+
+    <token>/source.json                        the query's identity (token, streams at start)
+    <token>/live/<ms>.json                     the query runs: renewed every 20 s by its driver
+    <token>/batch-000000000007/planned.json     batch 7 was planned, and its offset (written before Spark
+                                               logs it)
+    <token>/batch-000000000007/task-00003.json  where task 3 of batch 7 stopped on each of its shards
+
+A batch's tasks need not all run: a `foreachBatch` that calls `df.show()` or `df.take(n)`, or returns
+without touching `df`, leaves tasks that never ran and never recorded anything. Such a task emitted
+nothing, so the driver closes its record as "read nothing" through the same first-writer-wins write
+(a late attempt then loses, adopts it and emits nothing) and its shards are read again from the same
+positions. The `planned` marker tells that case apart from a metadataPath that was changed or cleaned:
+a missing task record under a planned batch is a task that never ran; a missing marker means the
+records are gone.
+
+Spark may plan a batch again: after a crash under asynchronous progress tracking, it plans from an
+older durable offset, and batches that ran already are planned anew. The marker keeps the offset the
+batch was planned with, and planning the same batch again returns it unchanged, so the batch reads
+exactly what it read before. Records live until Spark's `commit()` has passed their batch.
+
+One metadataPath serves one running query: its driver renews a `live` record, and a query with
+another token that finds a fresh one refuses to start (two queries would share the default fan-out
+consumer, named after metadataPath).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ...errors import CheckpointMismatchError
+from ...model import Position, ShardRef
+from .offsets import ShardEnd, TaskEnd
+from .store import BatchEndStore, open_store
+
+log = logging.getLogger(__name__)
+LIVE_EVERY_S = 20.0  # a running query's driver renews its `live` record this often...
+LIVE_FOR_S = 90.0  # ...and one not renewed for this long belongs to a query that is gone
+
+
+def offset_digest(offset: Mapping[str, Any]) -> str:
+    """A short fingerprint of an offset as Spark logs it (key order does not matter)."""
+    return hashlib.sha256(orjson.dumps(offset, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """What a batch's `planned` marker says: when, from which start offset, and its own offset (None
+    in markers written before markers held offsets)."""
+
+    at_ms: int
+    start_digest: str | None
+    offset: dict[str, Any] | None
+
+    @property
+    def digest(self) -> str | None:
+        return None if self.offset is None else offset_digest(self.offset)
+
+
+def batch_folder(token: str, batch: int) -> str:
+    return f"{token}/batch-{batch:012d}"
+
+
+def task_key(token: str, batch: int, task: int) -> str:
+    return f"{batch_folder(token, batch)}/task-{task:05d}.json"
+
+
+def planned_key(token: str, batch: int) -> str:
+    return f"{batch_folder(token, batch)}/planned.json"
+
+
+def source_key(token: str) -> str:
+    return f"{token}/source.json"
+
+
+class BatchEndLog:
+    """The batch-end records of the queries whose records live under one metadataPath."""
+
+    def __init__(self, store: BatchEndStore, location: str) -> None:
+        self.store = store
+        self.location = location  # metadataPath as the user gave it, for messages
+        self._collected_below: dict[str, int] = {}
+
+    @staticmethod
+    def open(location: str, storage_options: Mapping[str, Any] | None = None) -> BatchEndLog:
+        """The log under `location` (a path or an fsspec URL, with the filesystem's options)."""
+        return BatchEndLog(open_store(location, storage_options), location)
+
+    # -- the query's identity ------------------------------------------------------------------
+    def start_query(self, token: str, streams: list[str]) -> None:
+        """Record a new query's identity; its offsets carry `token`."""
+        self.store.put_if_absent(source_key(token), orjson.dumps({"token": token, "streams": streams}))
+
+    def check_query(self, token: str, batch: int = -1, streams: list[str] | None = None) -> None:
+        """Fail clearly unless the records of the query with this token are here. A `source.json`
+        removed on its own (an object-store lifecycle rule expires it: it is written once, when the
+        query first starts) is written again when the marker of the checkpoint's batch `batch` shows
+        the query's records are here."""
+        raw = self.store.get(source_key(token))
+        if raw is None and batch >= 0 and self.planned(token, batch) is not None:
+            log.warning(
+                "metadataPath '%s': the query's identity record %s was gone (an expiry rule on the "
+                "storage?) while its batch records are here: written again. Exclude metadataPath from "
+                "expiry rules (see docs/deploy.md).",
+                self.location,
+                source_key(token),
+            )
+            self.start_query(token, streams or [])
+            raw = self.store.get(source_key(token))
+        if raw is None:
+            raise CheckpointMismatchError(
+                f"metadataPath '{self.location}' holds no records for this checkpoint "
+                f"(query token {token}). Restart with the metadataPath the query was first started "
+                "with, or start over with a new checkpointLocation. If an expiry rule (an S3 lifecycle "
+                "rule) covers metadataPath, it deleted them: exclude that prefix from expiry "
+                "(docs/deploy.md)."
+            )
+        meta = orjson.loads(raw)
+        if meta.get("token") != token:
+            raise CheckpointMismatchError(
+                f"The records under metadataPath '{self.location}' belong to another query "
+                f"(token {meta.get('token')}, not {token}). Use the metadataPath of this query."
+            )
+
+    # -- batches -------------------------------------------------------------------------------
+    def mark_planned(
+        self, token: str, batch: int, offset: dict[str, Any], start: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Record that batch `batch` was planned with `offset` from the start offset `start`, before
+        Spark logs it, and return the offset that stands: this one, or the one an earlier planning of
+        the same batch recorded (see the module docstring)."""
+        record = {
+            "token": token,
+            "batch": batch,
+            "at": int(time.time() * 1000),
+            "from": offset_digest(start),
+            "offset": offset,
+        }
+        if self.store.put_if_absent(planned_key(token, batch), orjson.dumps(record)):
+            return offset
+        earlier = self.planned(token, batch)
+        if earlier is None or earlier.offset is None:  # a marker of an older version: no offset in it
+            return offset
+        self.check_same_start(batch, earlier, start)
+        return earlier.offset
+
+    def check_same_start(self, batch: int, planned: PlannedBatch, start: Mapping[str, Any]) -> None:
+        """A batch planned again must be planned from the offset it was first planned from."""
+        if planned.start_digest is not None and planned.start_digest != offset_digest(start):
+            raise CheckpointMismatchError(
+                f"Batch {batch} was planned before under metadataPath '{self.location}' from another "
+                "offset than the checkpoint now gives: the checkpoint was restored from another copy, or "
+                "two queries share this metadataPath. Use this query's own checkpoint and metadataPath, "
+                "or start over with a new checkpointLocation and metadataPath."
+            )
+
+    def planned(self, token: str, batch: int) -> PlannedBatch | None:
+        """Batch `batch`'s marker, or None if it was never planned (or its records are gone)."""
+        raw = self.store.get(planned_key(token, batch))
+        if raw is None:
+            return None
+        data = orjson.loads(raw)
+        return PlannedBatch(int(data.get("at", 0)), data.get("from"), data.get("offset"))
+
+    def was_planned(self, token: str, batch: int) -> bool:
+        return self.planned(token, batch) is not None
+
+    # -- task records --------------------------------------------------------------------------
+    def read(self, token: str, batch: int, task: int) -> TaskEnd | None:
+        """The record of a (batch, task), or None if no attempt has written one."""
+        raw = self.store.get(task_key(token, batch, task))
+        return None if raw is None else TaskEnd.from_json(orjson.loads(raw))
+
+    def write(self, record: TaskEnd) -> TaskEnd:
+        """Write `record` unless an attempt wrote first; returns the record that stands (the winner)."""
+        if self.store.put_if_absent(
+            task_key(record.token, record.batch, record.task), orjson.dumps(record.to_json())
+        ):
+            return record
+        winner = self.read(record.token, record.batch, record.task)
+        if winner is None:  # pragma: no cover - a store that lost a record it refused to overwrite
+            raise CheckpointMismatchError(
+                f"The batch-end record of batch {record.batch}, task {record.task} under metadataPath "
+                f"'{self.location}' exists and cannot be read. metadataPath must be durable storage."
+            )
+        return winner
+
+    def close_unrun(self, token: str, batch: int, task: int, starts: Mapping[ShardRef, Position]) -> TaskEnd:
+        """Close the record of a task that never ran as "read nothing", unless an attempt of it records
+        its ends first; returns the record that stands."""
+        unrun = TaskEnd(token, batch, task, {ref: ShardEnd.not_run(start) for ref, start in starts.items()})
+        return self.write(unrun)
+
+    def check(self, record: TaskEnd, starts: Mapping[ShardRef, Position]) -> None:
+        """A record must cover exactly the shards the checkpoint planned for its task, from the start
+        positions the checkpoint gives: anything else means metadataPath holds another query's records."""
+        for ref, start in starts.items():
+            end = record.shards.get(ref)
+            if end is None or end.start != start:
+                raise CheckpointMismatchError(
+                    f"The batch-end record of batch {record.batch}, task {record.task} under metadataPath "
+                    f"'{self.location}' does not match the checkpoint for shard {ref[1]} of {ref[0]}. "
+                    "metadataPath must belong to this query's checkpoint only."
+                )
+
+    # -- garbage collection --------------------------------------------------------------------
+    def collect(self, token: str, below: int) -> None:
+        """Delete the records of batches before `below`. Spark commits a batch to the source once a
+        later batch's offset is durable in its offset log (at once without, every interval with
+        asynchronous progress tracking), and a restart plans again from the latest durable offset at
+        the earliest: so once batch `below - 1` is committed, nothing before `below` can be replayed
+        nor planned again."""
+        if below <= self._collected_below.get(token, 0):
+            return
+        for name in self.store.list_folders(token):
+            if name.startswith("batch-") and int(name[6:]) < below:
+                self.store.delete_folder(f"{token}/{name}")
+        self._collected_below[token] = below
+
+    # -- one running query per metadataPath ----------------------------------------------------
+    def beat(self, token: str) -> None:
+        """Renew the running query's `live` record (and drop its older ones)."""
+        now = int(time.time() * 1000)
+        folder = f"{token}/live"
+        self.store.put_if_absent(f"{folder}/{now:015d}.json", b"{}")
+        for name in self.store.list_records(folder):
+            if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) < now:
+                self.store.delete(f"{folder}/{name}")
+
+    def check_alone(self, token: str) -> None:
+        """Fail clearly if a query with another token ran under this metadataPath in the last
+        `LIVE_FOR_S` seconds."""
+        now = int(time.time() * 1000)
+        for other in self.store.list_folders(""):
+            if other == token or other.startswith("_"):
+                continue
+            beats = [n[:-5] for n in self.store.list_records(f"{other}/live") if n[:-5].isdigit()]
+            last = max((int(b) for b in beats), default=0)
+            if now - last < LIVE_FOR_S * 1000:
+                raise CheckpointMismatchError(
+                    f"metadataPath '{self.location}' is in use by another running query (token {other}, "
+                    f"last seen {max(0, now - last) // 1000} s ago). Give every query its own metadataPath "
+                    "(they would share the same enhanced fan-out consumer and records folder). If that "
+                    f"query has stopped, start again after {int(LIVE_FOR_S)} s."
+                )

@@ -1,1 +1,0 @@
-"""Benchmarks that print their figures (run them through the `pyspark-kinesis bench-*` commands)."""

@@ -1,0 +1,134 @@
+"""The architecture holds: the import contracts (`lint-imports`, the same command CI runs) and what an
+executor loads at run time. Also: the public API's doctests, and no module past ~400 lines."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "src" / "pyspark_kinesis"
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(src: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` with the project's contracts over the package found first in `src`."""
+    env = dict(os.environ, PYTHONPATH=str(src), NO_COLOR="1")
+    done = subprocess.run(
+        [str(LINT), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    # Older import-linter releases colour their report even when piped: compare plain text.
+    done.stdout = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)
+    return done
+
+
+def test_the_import_contracts_hold():
+    done = lint(ROOT / "src")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
+
+
+def test_a_violation_inside_a_function_breaks_a_contract(tmp_path):
+    """The contracts see imports made inside functions (lazy ones), not only module-level ones: an
+    executor module that imports the planner when it runs is caught."""
+    copy = tmp_path / "src" / "pyspark_kinesis"
+    shutil.copytree(PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    task = copy / "source" / "executor" / "task.py"
+    task.write_text(
+        task.read_text() + "\n\ndef _probe():\n    from ..driver import planner\n\n    return planner\n"
+    )
+    done = lint(tmp_path / "src")
+    report = " ".join(done.stdout.split())
+    assert done.returncode != 0
+    assert "never imports the driver side BROKEN" in report, done.stdout[-3000:]
+    assert "pyspark_kinesis.source.executor.task -> pyspark_kinesis.source.driver.planner" in report
+
+
+def test_a_dynamic_import_is_refused_by_the_linter(tmp_path):
+    """importlib hides an import from the contracts: ruff refuses it (TID251) outside assign.py."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import importlib\n\nplanner = importlib.import_module('pyspark_kinesis.source.driver.planner')\n"
+    )
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ruff")),
+            "check",
+            "--config",
+            str(ROOT / "pyproject.toml"),
+            str(probe),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0 and "TID251" in done.stdout, done.stdout
+
+
+def test_an_executor_loads_no_driver_module():
+    """What a Python worker loads to run a task: the reader's module (unpickling) and the task code."""
+    code = (
+        "import json, sys\n"
+        "import pyspark_kinesis.source.readers, pyspark_kinesis.sink.writers\n"
+        "from pyspark_kinesis.source.executor.modes import source_for\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pyspark_kinesis'))))\n"
+    )
+    loaded = set(
+        json.loads(
+            subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+        )
+    )
+    assert "pyspark_kinesis.source.executor.task" in loaded
+    driver = sorted(
+        m for m in loaded if m.startswith(("pyspark_kinesis.source.driver", "pyspark_kinesis.cli"))
+    )
+    assert not driver, f"an executor would load {driver}"
+    assert "pyspark_kinesis.source.agent.link" not in loaded  # polling never loads fan-out's socket code
+
+
+def test_no_module_is_over_400_lines():
+    long = {
+        str(p.relative_to(PKG)): n
+        for p in sorted(PKG.rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > 400
+    }
+    assert not long, f"split these modules: {long}"
+
+
+def test_public_api_doctests_pass():
+    import pyspark_kinesis
+    from pyspark_kinesis import assign, kpl, metrics
+
+    for module in (pyspark_kinesis, assign, metrics, kpl):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0
+    assert set(pyspark_kinesis.__all__) >= {"register", "KinesisDataSource", "DataLossError", "OptionError"}
+    for name in pyspark_kinesis.__all__:
+        assert getattr(pyspark_kinesis, name) is not None
+
+
+def test_the_command_without_its_extra_says_what_to_install():
+    """typer and rich are the [cli] extra: the connector Spark imports needs neither."""
+    code = "import sys\nsys.modules['typer'] = None\nfrom pyspark_kinesis.cli import main\nmain()\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and "pip install 'pyspark-kinesis[cli]'" in done.stderr, done.stderr
+
+
+def test_the_connector_imports_without_the_command_line_libraries():
+    code = (
+        "import sys\nsys.modules['typer'] = sys.modules['rich'] = None\n"
+        "import pyspark_kinesis.datasource, pyspark_kinesis.source.executor.task, pyspark_kinesis.metrics\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)

@@ -1,0 +1,155 @@
+"""The fan-out agent's rules (agent/hub.py) against a scripted SubscribeToShard: a kept subscription
+goes only to a read that starts where it was left, SubscribeToShard calls keep the service's spacing,
+a refusal inside the stream is the caller's, reads of one batch settle together, and idle kept
+subscriptions are closed."""
+
+from __future__ import annotations
+
+import queue
+import time
+from datetime import UTC, datetime
+
+import pytest
+from botocore.exceptions import ClientError
+
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.agent import hub as hub_module
+from pyspark_kinesis.source.agent.hub import SubscriptionHub, Want
+from tests.unit.scripted import SPEC
+
+CONSUMER, SHARD = SPEC.consumer_arn, "shardId-000000000001"
+
+
+class FakeStream:
+    """One subscription's event stream: the events put in its queue, until closed."""
+
+    def __init__(self, refuse: ClientError | None = None) -> None:
+        self.events: queue.Queue = queue.Queue()
+        self.refuse, self.closed = refuse, False
+
+    def __iter__(self):
+        if self.refuse is not None:
+            raise self.refuse
+        while not self.closed:
+            try:
+                event = self.events.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            yield {"SubscribeToShardEvent": event}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, dict]] = []
+        self.streams: list[FakeStream] = []
+        self.refuse_next: ClientError | None = None
+
+    def subscribe_to_shard(self, **args):
+        self.calls.append((time.monotonic(), args))
+        stream = FakeStream(self.refuse_next)
+        self.refuse_next = None
+        self.streams.append(stream)
+        return {"EventStream": stream}
+
+
+def open_(hub: SubscriptionHub, *args, **kwargs):
+    return hub.open(Want(*args, **kwargs))
+
+
+def event(seqs: list[int], behind: int = 0) -> dict:
+    stamp = datetime.now(UTC)
+    return {
+        "Records": [
+            {
+                "SequenceNumber": str(s),
+                "PartitionKey": "k",
+                "Data": b"x",
+                "ApproximateArrivalTimestamp": stamp,
+            }
+            for s in seqs
+        ],
+        "ContinuationSequenceNumber": str(seqs[-1]) if seqs else "1",
+        "MillisBehindLatest": behind,
+    }
+
+
+@pytest.fixture
+def client(monkeypatch):
+    monkeypatch.setattr(hub_module, "SUBSCRIBE_SPACING_S", 0.05)
+    monkeypatch.setattr(hub_module, "RESUBSCRIBE_AFTER_S", 0.2)
+    monkeypatch.setattr(hub_module, "FIRST_MESSAGE_WAIT_S", 0.1)
+    return FakeClient()
+
+
+def test_a_kept_subscription_goes_only_to_a_read_starting_where_it_was_left(client):
+    hub = SubscriptionHub(lambda spec: client)
+    held, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.trim_horizon(), reuse=True, batch="t#0")
+    assert fresh and len(client.calls) == 1
+    hub.keep(held, Position.after("10"))
+    again, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("10"), reuse=True, batch="t#1")
+    assert again is held and not fresh and len(client.calls) == 1  # continued: no SubscribeToShard
+    hub.keep(again, Position.after("20"))
+    other, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("15"), reuse=True, batch="t#2")
+    assert fresh and other is not held and held.closing  # another position: the kept one is closed
+    assert client.calls[-1][1]["StartingPosition"] == {
+        "Type": "AFTER_SEQUENCE_NUMBER",
+        "SequenceNumber": "15",
+    }
+
+
+def test_a_verified_open_starts_at_the_sequence_number_itself(client):
+    hub = SubscriptionHub(lambda spec: client)
+    open_(hub, SPEC, CONSUMER, SHARD, Position.after("15"), reuse=False, verify=True)
+    assert client.calls[-1][1]["StartingPosition"] == {"Type": "AT_SEQUENCE_NUMBER", "SequenceNumber": "15"}
+
+
+def test_subscribe_calls_keep_the_service_spacing(client):
+    """One call per second per consumer and shard, none within 5 s of the last successful one (here
+    scaled down: 0.05 s and 0.2 s)."""
+    hub = SubscriptionHub(lambda spec: client)
+    for _round in range(3):
+        held, _fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.trim_horizon(), reuse=False)
+        held.close()
+    gaps = [b[0] - a[0] for a, b in zip(client.calls, client.calls[1:], strict=False)]
+    assert len(gaps) == 2 and all(g >= 0.19 for g in gaps), gaps
+
+
+def test_a_refusal_inside_the_stream_is_raised_to_the_read(client):
+    hub = SubscriptionHub(lambda spec: client)
+    client.refuse_next = ClientError({"Error": {"Code": "ResourceInUseException"}}, "SubscribeToShard")
+    with pytest.raises(ClientError, match="ResourceInUse"):
+        open_(hub, SPEC, CONSUMER, SHARD, Position.trim_horizon(), reuse=False)
+
+
+def test_reads_of_one_batch_settle_together(client):
+    """A read waiting for a push ends as soon as another read of its batch on the executor took records."""
+    hub = SubscriptionHub(lambda spec: client)
+    quiet, _ = open_(
+        hub, SPEC, CONSUMER, "shardId-000000000001", Position.trim_horizon(), reuse=False, batch="t#5"
+    )
+    busy, _ = open_(
+        hub, SPEC, CONSUMER, "shardId-000000000002", Position.trim_horizon(), reuse=False, batch="t#5"
+    )
+    client.streams[1].events.put(event([1, 2]))
+    kind, value = hub.next_for(busy, 2.0, settle=True)
+    assert kind == "event" and len(value["Records"]) == 2
+    began = time.monotonic()
+    kind, _value = hub.next_for(quiet, 5.0, settle=True)
+    assert kind == "settle" and time.monotonic() - began < 1.0
+    other, _ = open_(
+        hub, SPEC, CONSUMER, "shardId-000000000003", Position.trim_horizon(), reuse=False, batch="t#6"
+    )
+    assert hub.next_for(other, 0.2, settle=True)[0] == "idle"  # another batch: nothing to settle on
+
+
+def test_kept_subscriptions_nobody_takes_are_closed(client, monkeypatch):
+    monkeypatch.setattr(hub_module, "MAX_IDLE_S", 0.05)
+    hub = SubscriptionHub(lambda spec: client)
+    held, _ = open_(hub, SPEC, CONSUMER, SHARD, Position.trim_horizon(), reuse=False)
+    hub.keep(held, Position.after("3"))
+    time.sleep(0.1)
+    hub.reap()
+    assert held.closing and client.streams[0].closed
