@@ -147,6 +147,13 @@ def bench_read(
         report.write_section(write, "bench-read", reading.markdown_throughput(rows, plot))
 
 
+MASTERS = typer.Option(
+    None,
+    "--master",
+    help="Spark master, repeatable: local[2] (one executor, the default), local-cluster[2,1,1024] (two).",
+)
+
+
 @app.command("latency")
 def bench_latency(
     rate: int = typer.Option(100, min=1, max=2000, help="Records put per second."),
@@ -158,6 +165,7 @@ def bench_latency(
         "--consumer-type",
         help="polling, efo or both (enhanced fan-out needs --kind kinesis-local).",
     ),
+    masters: list[str] | None = MASTERS,
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """p50/p99 delay from put to foreachBatch with the default trigger."""
@@ -173,11 +181,14 @@ def bench_latency(
             "enhanced fan-out needs --kind kinesis-local (kinesalite has no SubscribeToShard)"
         )
     modes = ["polling", "efo"] if consumer_type == "both" else [consumer_type]
+    masters = masters or ["local[2]"]
     runs = {}
-    for mode in modes:
-        with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
-            runs[mode] = latency.run_latency(rate, seconds, shards, Path(work), kind, mode)
-    if consumer_type == "polling":
+    for master in masters:
+        for mode in modes:
+            label = mode if masters == ["local[2]"] else f"{mode} on {master}"
+            with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
+                runs[label] = latency.run_latency(rate, seconds, shards, Path(work), kind, mode, master)
+    if consumer_type == "polling" and masters == ["local[2]"]:
         text = latency.markdown_latency(runs["polling"], rate, seconds, shards, kind)
         name = "bench-latency"
     else:

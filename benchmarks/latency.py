@@ -26,12 +26,19 @@ class LatencyRun:
 
 
 def run_latency(
-    rate: int, seconds: int, shards: int, work: Path, kind: str = "kinesalite", consumer_type: str = "polling"
+    rate: int,
+    seconds: int,
+    shards: int,
+    work: Path,
+    kind: str = "kinesalite",
+    consumer_type: str = "polling",
+    master: str = "local[2]",
 ) -> LatencyRun:
     """Records put at `rate`/s for `seconds` while a default-trigger query runs; each record's delay
     from just before its put to when the foreachBatch call that receives it has its rows. With
     `consumer_type` efo the query reads through enhanced fan-out (kinesis-local behind the fault
-    proxy, which adds the `initial-response` event kinesis-local leaves out).
+    proxy, which adds the `initial-response` event kinesis-local leaves out). `master` is Spark's: a
+    `local-cluster[2,1,1024]` runs two executors, where a shard's tasks move between them.
 
     The clock starts once the query has finished two batches: the first one starts Spark's Python
     workers and loads the connector in them (seconds on this machine, once per query), which is a
@@ -50,7 +57,7 @@ def run_latency(
     with LocalKinesis(kind) as server, FaultProxy(server.endpoint) if efo else nullcontext() as proxy:
         client = kinesis_client(server.endpoint)
         stream = fill_stream(client, shards, 0, 10)
-        spark = spark_session()
+        spark = spark_session(master)
 
         def collect(df: Any, _batch: int) -> None:
             rows = df.select("data").collect()  # the batch is read here: its rows exist from now on
@@ -152,16 +159,25 @@ def latency_row(run: LatencyRun, label: str) -> str:
 
 
 def markdown_modes(runs: dict[str, LatencyRun], rate: int, seconds: int, shards: int) -> str:
-    """Polling and enhanced fan-out side by side, on kinesis-local."""
+    """Polling and enhanced fan-out side by side, on kinesis-local (keys: "mode" or "mode on master")."""
+    masters = sorted({label.partition(" on ")[2] for label in runs} - {""})
+    flags = "".join(f" --master '{m}'" for m in masters)
     return (
         "\n".join(
             [
                 "### Polling and enhanced fan-out",
                 "",
                 f"Measured {machine()}, with `bash scripts/bench.sh latency --kind kinesis-local --consumer-type "
-                f"both --rate {rate} --seconds {seconds} --shards {shards}`: the same measurement on kinesis-local, "
-                "once with polling (GetRecords) and once with enhanced fan-out (SubscribeToShard, through the test "
-                "proxy that adds the `initial-response` event kinesis-local leaves out). On Kinesis, fan-out "
+                f"both --rate {rate} --seconds {seconds} --shards {shards}{flags}`: the same measurement on "
+                "kinesis-local, once with polling (GetRecords) and once with enhanced fan-out (SubscribeToShard, "
+                "through the test proxy that adds the `initial-response` event kinesis-local leaves out)"
+                + (
+                    ", on each Spark master: `local[2]` is one executor; `local-cluster[2,1,1024]` two executors "
+                    "of one core, where Spark places a shard's tasks on either one batch after batch"
+                    if masters
+                    else ""
+                )
+                + ". On Kinesis, fan-out "
                 "propagates records in about 70 ms against about 200 ms for polling (AWS's figures); a local "
                 "server shows what the connector adds, not the service's propagation."
                 + push_note(runs.get("efo")),

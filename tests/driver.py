@@ -46,7 +46,11 @@ def output_rows(out: Path) -> list[dict]:
     """Rows of every batch in batch order, then in their order inside the batch; each row carries its
     batch id as "batch"."""
     rows = []
-    folders = sorted(out.glob("batch=*"), key=lambda p: int(p.name.split("=")[1]))
+    # A folder without _SUCCESS is a batch whose write a stop interrupted: not delivered (a restart
+    # runs that batch again and overwrites it).
+    folders = sorted(
+        (p for p in out.glob("batch=*") if (p / "_SUCCESS").exists()), key=lambda p: int(p.name.split("=")[1])
+    )
     for folder in folders:
         batch = int(folder.name.split("=")[1])
         table = pq.read_table(folder).sort_by("pos")

@@ -79,7 +79,7 @@ def _records(link: AgentLink, want: int, timeout_s: float = 30.0) -> list[str]:
 
 def _peer_pid(link: AgentLink) -> int:
     pid, _uid, _gid = struct.unpack(
-        "3i", link.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        "3i", link.channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     )
     return pid
 

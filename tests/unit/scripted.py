@@ -98,8 +98,9 @@ class ScriptedPages:
             raise step
         return step
 
-    def keep(self, position: Position) -> None:
+    def keep(self, position: Position) -> str:
         self.kept.append(position)
+        return ""
 
     def close(self) -> None:
         self.closed = True

@@ -153,3 +153,27 @@ def test_kept_subscriptions_nobody_takes_are_closed(client, monkeypatch):
     time.sleep(0.1)
     hub.reap()
     assert held.closing and client.streams[0].closed
+
+
+def test_two_queries_with_their_own_consumers_neither_take_nor_settle_each_others_reads(client):
+    """Two queries (or two sources of one query) read the same shard through distinct consumers: each
+    continues only its own kept subscription, and one's records never end the other's wait."""
+    hub = SubscriptionHub(lambda spec: client)
+    other = CONSUMER + "-second-query"
+    mine, _ = open_(
+        hub, SPEC, CONSUMER, SHARD, Position.trim_horizon(), reuse=False, batch="a#1", relay_key=b"a"
+    )
+    theirs, _ = open_(
+        hub, SPEC, other, SHARD, Position.trim_horizon(), reuse=False, batch="b#1", relay_key=b"b"
+    )
+    client.streams[0].events.put(event([1, 2]))
+    assert hub.next_for(mine, 2.0, settle=True)[0] == "event"
+    assert hub.next_for(theirs, 0.3, settle=True)[0] == "idle"  # not settled by the other query's records
+    hub.keep(mine, Position.after("2"))
+    hub.keep(theirs, Position.trim_horizon())
+    again, fresh = open_(
+        hub, SPEC, other, SHARD, Position.after("2"), reuse=True, batch="b#2", relay_key=b"b"
+    )
+    assert fresh and again is not mine and not mine.closing  # its own consumer: a subscription of its own
+    assert hub.resume((CONSUMER, SHARD), b"b", Position.after("2"), "b#2") is None  # not with another key
+    assert hub.resume((CONSUMER, SHARD), b"a", Position.after("2"), "a#2") is mine

@@ -227,8 +227,9 @@ class ToyPages:
         self.at += len(batch)
         return Page(records(batch), behind_ms=0 if self.at >= 6 else 1000, full=len(batch) == limit)
 
-    def keep(self, position: Position) -> None:
+    def keep(self, position: Position) -> str:
         self.log.append(f"keep {position.describe()}")
+        return ""
 
     def close(self) -> None:
         self.log.append("close")

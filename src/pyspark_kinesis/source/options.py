@@ -76,6 +76,10 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
         "(none)",
         "efo: an already registered consumer to use (one stream; per stream in streams).",
     ),
+    "fanOutRelay": (
+        "true",
+        "efo: a shard's task on another executor reads the subscription the holding executor keeps (authenticated; events unencrypted), instead of subscribing anew.",
+    ),
     "failOnDataLoss": (
         "true",
         "Fail when records the query should read are gone (past retention, stream re-created); false: warn, go on.",
@@ -112,6 +116,7 @@ class SourceConfig:
     max_shards_per_task: int | None = None
     fail_on_corrupt_aggregate: bool = False
     consumer_type: str = "polling"  # or "efo"
+    fan_out_relay: bool = True  # efo: read a subscription where another executor holds it (agent.relay)
 
     @property
     def fan_out(self) -> bool:
@@ -154,6 +159,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
     streams = _with_consumers(streams, consumer_type, metadata_path)
     return SourceConfig(
         consumer_type=consumer_type,
+        fan_out_relay=bool_option(opts, "fanOutRelay", True),
         streams=streams,
         starting_position=starting,
         ending_position=ending,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import secrets
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -52,9 +53,12 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.config = resolve_streams(config)
         open_store(config.metadata_path or "", config.metadata_storage_options).check_writable()
         self._planner: Planner | None = None
+        # This run's key for enhanced fan-out reads of subscriptions another executor holds (see
+        # `agent.relay`): made here, on the driver, and given to tasks inside their partitions.
+        self.relay_key = secrets.token_bytes(32) if self.config.fan_out and self.config.fan_out_relay else b""
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "_planner": None}
+        return {"config": self.config, "_planner": None, "relay_key": b""}
 
     @property
     def planner(self) -> Planner:
@@ -111,7 +115,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         offset = SourceOffset.from_json(end)
         self.planner.check_replay(offset)
-        return [KinesisPartition(plan) for plan in plan_tasks(offset, self.config)]
+        plans = plan_tasks(offset, self.config, self.planner.holders, self.relay_key)
+        return [KinesisPartition(plan) for plan in plans]
 
     def commit(self, end: dict) -> None:
         """Spark committed the batch `end` ends: the records of it and before it can go (see

@@ -45,6 +45,7 @@ class Want:
     reuse: bool
     batch: str = ""
     verify: bool = False
+    relay_key: bytes = b""  # the query run's key: reads on other executors that know it may continue
 
     @property
     def key(self) -> Key:
@@ -90,6 +91,7 @@ class HeldSubscription:
         self.key, self.subscription = key, subscription
         self.position: Position | None = None  # where a kept subscription continues from
         self.batch = ""  # the batch of the read that holds it (see `SubscriptionHub.next_for`)
+        self.relay_key = b""  # the key of the query run that opened it (see `relay`)
         self.behind = -1  # MillisBehindLatest of the last event handed out
         self.since = time.monotonic()
         self.closing = False
@@ -168,7 +170,7 @@ class SubscriptionHub:
         with self._lock:
             kept = self._kept.pop(key, None)
         if kept is not None:
-            if want.reuse and kept.position == want.position:
+            if want.reuse and kept.position == want.position and kept.relay_key == want.relay_key:
                 kept.batch = want.batch
                 return kept, False
             kept.close()
@@ -181,7 +183,7 @@ class SubscriptionHub:
             self.spacing.answered(key, ok=False)
             raise
         held = HeldSubscription(key, subscription)
-        held.batch = want.batch
+        held.batch, held.relay_key = want.batch, want.relay_key
         first = held.take(FIRST_MESSAGE_WAIT_S, peek=True)
         if first is not None and first[0] == "error":  # refused inside the stream (kinesis-local does this)
             held.close()
@@ -189,6 +191,24 @@ class SubscriptionHub:
             raise first[1]
         self.spacing.answered(key, ok=True)
         return held, True
+
+    def relay_key_of(self, key: Key) -> bytes | None:
+        """The query run's key of the subscription kept for `key`, if one is kept for other executors."""
+        with self._lock:
+            kept = self._kept.get(key)
+            return kept.relay_key if kept is not None and kept.relay_key else None
+
+    def resume(self, key: Key, relay_key: bytes, position: Position, batch: str) -> HeldSubscription | None:
+        """For a read on another executor (see `relay`): the subscription kept for `key` by the same
+        query run at exactly `position`, or None (the read then subscribes where it runs). Never opens
+        one: a remote read brings no stream settings."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None or kept.relay_key != relay_key or kept.position != position:
+                return None
+            del self._kept[key]
+        kept.batch = batch
+        return kept
 
     def next_for(self, held: HeldSubscription, wait_s: float, settle: bool) -> tuple[str, Any]:
         """The read's next message within `wait_s`: ("event", response), ("end"/"error", ...),

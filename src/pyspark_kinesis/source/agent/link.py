@@ -12,11 +12,13 @@ the agent also checks its peer's user id, because what travels over the socket i
 settings (which may carry credentials) one way, events the other.
 
 Wire: every message is a 4-byte big-endian length and a pickle. A read sends ("open", want) (a
-`hub.Want`), then ("next", wait_s, settle) as often as it
-wants an event, and ends with ("keep", position) or ("close",); the agent answers each with
+`hub.Want`), or to the agent of another executor ("continue", position, batch) (see `relay`), then
+("next", wait_s, settle) as often as it wants an event, and ends with ("keep", position) or
+("close",); the agent answers each with
 (kind, value, pending): "ok", "event", "idle" (nothing within wait_s), "settle" (nothing yet, and
-another read of the same batch on this executor already took records), "end" or "error", and how many
-events already wait. With "idle" and "settle" the value is the MillisBehindLatest of the
+another read of the same batch on this executor already took records), "end", "error" or "refused" (no kept
+subscription to continue there), and how many events already wait. "keep" answers with where the
+subscription is kept (`host:port`, or "" when only this executor can reach it). With "idle" and "settle" the value is the MillisBehindLatest of the
 subscription's last event handed out (-1 before any).
 """
 
@@ -39,7 +41,9 @@ from typing import Any
 from ...aws.errors import decode_error
 from ...errors import StreamAccessError
 from ...model import Position
+from . import relay
 from .hub import Want
+from .relay import SealedChannel
 
 _HEADER = struct.Struct(">I")
 _MAX_MESSAGE = 512 * 1024 * 1024  # larger than any event (events carry at most a few MB)
@@ -176,24 +180,52 @@ def _start(path: Path, owner: int) -> subprocess.Popen:
 
 
 # -- a read's link -----------------------------------------------------------------------------------
-class AgentLink:
-    """One read's connection to the agent, for one subscription at a time. Any failure of the
-    connection itself (the agent killed, its socket gone) raises ConnectionError and marks the link
-    broken; the read then connects again (starting a new agent if need be)."""
+class UnixChannel:
+    """Plain pickled messages over the executor's own agent socket (private to this user)."""
 
-    def __init__(self, owner: int | None = None) -> None:
-        self.sock = connect_agent(owner)
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def send(self, message: Any) -> None:
+        send(self.sock, message)
+
+    def receive(self) -> Any:
+        return receive(self.sock)
+
+    def settimeout(self, seconds: float | None) -> None:
+        self.sock.settimeout(seconds)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+class AgentLink:
+    """One read's connection to an agent, for one subscription at a time: the executor's own agent
+    (`AgentLink()`), or the agent of another executor that holds the shard's subscription
+    (`AgentLink.to_holder`, see `relay`). Any failure of the connection itself (the agent killed, its
+    socket gone) raises ConnectionError and marks the link broken; the read then connects again
+    (starting a new agent if need be)."""
+
+    def __init__(self, owner: int | None = None, channel: UnixChannel | SealedChannel | None = None) -> None:
+        self.channel = channel if channel is not None else UnixChannel(connect_agent(owner))
         self.broken = False
         self.open_now = False
         self.pending = 0  # events that already waited in the agent at its last answer
         self.settled = False  # the last "next" ended early: the batch has records from another read
         self.behind = -1  # with no event: MillisBehindLatest of the subscription's last event
 
+    @staticmethod
+    def to_holder(address: str, consumer: str, shard: str, key: bytes) -> AgentLink:
+        """A link to the agent at `address` that keeps the subscription of (`consumer`, `shard`) opened
+        under the query run's `key`. RelayRefused when there is none to continue there."""
+        return AgentLink(channel=relay.connect(address, consumer, shard, key))
+
     def _ask(self, message: tuple, wait_s: float = 0.0) -> tuple[str, Any, int]:
         try:
-            self.sock.settimeout(wait_s + REPLY_MARGIN_S)
-            send(self.sock, message)
-            reply = receive(self.sock)
+            self.channel.settimeout(wait_s + REPLY_MARGIN_S)
+            self.channel.send(message)
+            reply = self.channel.receive()
         except OSError as exc:
             self.broken = True
             raise ConnectionError(f"enhanced fan-out agent connection failed: {exc}") from None
@@ -201,6 +233,9 @@ class AgentLink:
             self.broken = True
             raise ConnectionError("the enhanced fan-out agent closed the connection")
         kind, value, self.pending = reply
+        if kind == "refused":
+            self.open_now = False
+            raise relay.RelayRefused(str(value))
         if kind == "error":
             self.open_now = False  # the agent dropped the subscription
             raise decode_error(value)
@@ -213,6 +248,12 @@ class AgentLink:
         _kind, fresh, _pending = self._ask(("open", want))
         self.open_now = True
         return bool(fresh)
+
+    def resume(self, position: Position, batch: str) -> None:
+        """On a holder's link: continue the subscription it keeps at exactly `position` (RelayRefused
+        when it keeps it elsewhere, or no longer)."""
+        self._ask(("continue", position, batch))
+        self.open_now = True
 
     def next_event(self, wait_s: float, settle: bool = False) -> dict[str, Any] | None:
         """The subscription's next event (a GetRecords-shaped response), or None when none came within
@@ -227,14 +268,18 @@ class AgentLink:
         self.settled, self.behind = kind == "settle", int(value)
         return None
 
-    def keep(self, position: Position) -> None:
-        """Leave the subscription open for the shard's next read, which continues it from `position`."""
+    def keep(self, position: Position) -> str:
+        """Leave the subscription open for the shard's next read, which continues it from `position`.
+        Returns where it is kept (the holding agent's `host:port` for reads on other executors), or ""
+        when other executors cannot reach it."""
+        where = ""
         if self.open_now and not self.broken:
-            self._ask(("keep", position))
+            _kind, value, _pending = self._ask(("keep", position))
+            where = str(value or "")
         self.open_now = False
+        return where
 
     def close(self) -> None:
         """End the link; a subscription still open (not kept) is closed by the agent."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
+        self.channel.close()
         self.broken = True

@@ -45,8 +45,9 @@ from typing import Any
 from ...aws.errors import encode_error
 from ...aws.kinesis import KinesisProxy
 from ...config.stream_specs import StreamSpec
-from .hub import HeldSubscription, SubscriptionHub
-from .link import receive, send
+from . import relay
+from .hub import HeldSubscription, Key, SubscriptionHub
+from .link import UnixChannel
 
 log = logging.getLogger("pyspark_kinesis.source.agent")
 
@@ -63,57 +64,105 @@ def _same_user(conn: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-class _ReadSession(socketserver.BaseRequestHandler):
-    """One read's connection: open, next..., keep or close (see `link`)."""
+class _Session:
+    """One read's conversation with the agent: open (or continue), next..., keep or close (see `link`).
+    A read from another executor (`remote`) may only continue a subscription kept for its query run."""
+
+    def __init__(self, hub: SubscriptionHub, address: str, remote: tuple[Key, bytes] | None = None) -> None:
+        """`remote`: for a read from another executor, the (consumer, shard) and the query run's key its
+        handshake proved."""
+        self.hub, self.address, self.remote = hub, address, remote
+        self.held: HeldSubscription | None = None
+
+    def serve(self, channel: Any) -> None:
+        self.hub.enter()
+        try:
+            for _message in range(MAX_MESSAGES):
+                message = channel.receive()
+                if message is None:
+                    break
+                reply = self.answer(message)
+                channel.send((*reply, self.held.pending if self.held is not None else 0))
+        except (OSError, EOFError):
+            pass  # the read's worker went away: its subscription is closed below
+        finally:
+            if self.held is not None:
+                self.held.close()
+            self.hub.leave()
+
+    def _where(self, held: HeldSubscription) -> str:
+        """Where a kept subscription can be continued from: this agent's relay address, for the reads
+        of a query run that gave a key."""
+        return self.address if held.relay_key else ""
+
+    def answer(self, message: tuple) -> tuple[str, Any]:
+        hub, held, op = self.hub, self.held, message[0]
+        if op in ("open", "continue"):
+            if held is not None:
+                held.close()
+                self.held = None
+            if op == "continue":
+                if self.remote is None:
+                    return ("refused", "continue is for reads from other executors")
+                (key, relay_key) = self.remote
+                self.held = hub.resume(key, relay_key, message[1], message[2])
+                return ("ok", False) if self.held is not None else ("refused", "not kept at that position")
+            if self.remote is not None:
+                return ("refused", "a read from another executor only continues a kept subscription")
+            try:
+                self.held, fresh = hub.open(message[1])
+            except Exception as exc:
+                return ("error", encode_error(exc))
+            return ("ok", fresh)
+        if held is None:
+            return ("error", encode_error(RuntimeError(f"'{op}' without an open subscription")))
+        if op == "next":
+            kind, value = hub.next_for(held, float(message[1]), bool(message[2]))
+            if kind in ("event", "idle", "settle"):
+                return (kind, value)
+            held.close()
+            self.held = None
+            return ("end", None) if kind == "end" else ("error", encode_error(value))
+        self.held = None
+        if op == "keep":
+            hub.keep(held, message[1])
+            return ("ok", self._where(held))
+        held.close()
+        return ("ok", None)
+
+
+class _LocalReads(socketserver.BaseRequestHandler):
+    """A connection from a Python worker of this executor, over the Unix socket."""
 
     def handle(self) -> None:
-        hub: SubscriptionHub = self.server.hub  # type: ignore[attr-defined]
+        server: _Server = self.server  # type: ignore[assignment]
         conn: socket.socket = self.request
         if not _same_user(conn):
             log.warning("refused a connection from another user")
             return
-        held: HeldSubscription | None = None
-        hub.enter()
-        try:
-            for _message in range(MAX_MESSAGES):
-                message = receive(conn)
-                if message is None:
-                    break
-                held, reply = self._answer(hub, held, message)
-                send(conn, (*reply, held.pending if held is not None else 0))
-        except (OSError, EOFError):
-            pass  # the read's worker went away: its subscription is closed below
-        finally:
-            if held is not None:
-                held.close()
-            hub.leave()
+        _Session(server.hub, server.relay_address).serve(UnixChannel(conn))
 
-    @staticmethod
-    def _answer(
-        hub: SubscriptionHub, held: HeldSubscription | None, message: tuple
-    ) -> tuple[HeldSubscription | None, tuple[str, Any]]:
-        op = message[0]
-        if op == "open":
-            if held is not None:
-                held.close()
-            try:
-                held, fresh = hub.open(message[1])
-            except Exception as exc:
-                return None, ("error", encode_error(exc))
-            return held, ("ok", fresh)
-        if held is None:
-            return None, ("error", encode_error(RuntimeError(f"'{op}' without an open subscription")))
-        if op == "next":
-            kind, value = hub.next_for(held, float(message[1]), bool(message[2]))
-            if kind in ("event", "idle", "settle"):
-                return held, (kind, value)
-            held.close()
-            return None, ("end", None) if kind == "end" else ("error", encode_error(value))
-        if op == "keep":
-            hub.keep(held, message[1])
-            return None, ("ok", None)
-        held.close()
-        return None, ("ok", None)
+
+class _RemoteReads(socketserver.BaseRequestHandler):
+    """A connection from another executor's read, over TCP: authenticated first (see `relay`)."""
+
+    def handle(self) -> None:
+        server: _RelayServer = self.server  # type: ignore[assignment]
+        hub, conn = server.hub, self.request
+        keys: dict[str, bytes] = {}
+
+        def key_for(consumer: str, shard: str) -> bytes | None:
+            key = hub.relay_key_of((consumer, shard))
+            if key is not None:
+                keys["key"] = key
+            return key
+
+        try:
+            channel, consumer, shard = relay.accept(conn, key_for)
+        except (relay.RelayRefused, OSError, ValueError) as exc:
+            log.info("relay connection from %s refused: %s", self.client_address, exc)
+            return
+        _Session(hub, server.relay_address, remote=((consumer, shard), keys["key"])).serve(channel)
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):
@@ -121,7 +170,35 @@ class _Server(socketserver.ThreadingUnixStreamServer):
 
     def __init__(self, path: str, hub: SubscriptionHub) -> None:
         self.hub = hub
-        super().__init__(path, _ReadSession)
+        self.relay_address = ""
+        super().__init__(path, _LocalReads)
+
+
+class _RelayServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    address_family = socket.AF_INET
+
+    def __init__(self, host: str, hub: SubscriptionHub) -> None:
+        self.hub = hub
+        if ":" in host:
+            self.address_family = socket.AF_INET6
+        super().__init__((host, 0), _RemoteReads)
+        self.relay_address = relay.join_address(host, self.server_address[1])
+
+
+def _start_relay(hub: SubscriptionHub) -> _RelayServer | None:
+    """The TCP listener for reads from other executors, on `relay.relay_host()`; None if it cannot
+    listen (reads on other executors then subscribe for themselves, as without it)."""
+    host = relay.relay_host()
+    try:
+        server = _RelayServer(host, hub)
+    except OSError as exc:
+        log.warning("no relay for other executors' reads (cannot listen on %s: %s)", host, exc)
+        return None
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.5}, name="efo-relay", daemon=True
+    ).start()
+    return server
 
 
 def _owner_alive(owner: int) -> bool:
@@ -151,6 +228,9 @@ def serve(path: str, owner: int, client_for: Callable[[StreamSpec], Any] | None 
     finally:
         os.umask(old_mask)
     ours = os.stat(path).st_ino  # at exit the path is unlinked only if it is still this agent's socket
+    relay_server = _start_relay(hub)
+    if relay_server is not None:
+        server.relay_address = relay_server.relay_address
 
     def watch() -> None:
         while True:
@@ -165,6 +245,9 @@ def serve(path: str, owner: int, client_for: Callable[[StreamSpec], Any] | None 
         server.serve_forever(poll_interval=0.5)
     finally:
         server.server_close()
+        if relay_server is not None:
+            relay_server.shutdown()
+            relay_server.server_close()
         hub.close_all()
         with contextlib.suppress(FileNotFoundError):
             if os.stat(path).st_ino == ours:  # (a successor started meanwhile owns it otherwise)

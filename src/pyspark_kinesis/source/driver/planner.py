@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from ...aws.kinesis import KinesisProxy
@@ -30,9 +30,15 @@ log = logging.getLogger(__name__)
 _AVAILABLE_NOW_LISTINGS = 6  # listings tried after a closure before an AvailableNow run gives up
 
 
-def plan_tasks(offset: SourceOffset, config: SourceConfig) -> list[TaskPlan]:
+def plan_tasks(
+    offset: SourceOffset,
+    config: SourceConfig,
+    holders: Mapping[ShardRef, str] | None = None,
+    relay_key: bytes = b"",
+) -> list[TaskPlan]:
     """The tasks of the batch `offset` describes, in task order: what each reads, from where, within
-    which budget. Shards of streams no longer in the options are left out (their settings are gone),
+    which budget; with `holders`, where each shard's last read kept its continuation (a hint the
+    offset does not carry: see `ShardEnd.holder`). Shards of streams no longer in the options are left out (their settings are gone),
     and so, with failOnDataLoss=false, are those of streams re-created since (see `recreated_streams`)."""
     plans = []
     gone = set(recreated_streams(offset, config))
@@ -50,12 +56,19 @@ def plan_tasks(offset: SourceOffset, config: SourceConfig) -> list[TaskPlan]:
             continue
         slices = tuple(
             ShardSlice(
-                stream, sid, state.position, state.max_records, state.max_bytes, state.closed, state.tip_ms
+                stream,
+                sid,
+                state.position,
+                state.max_records,
+                state.max_bytes,
+                state.closed,
+                state.tip_ms,
+                (holders or {}).get((stream, sid), ""),
             )
             for stream, sid in kept
             for state in (offset.state((stream, sid)),)
         )
-        plans.append(TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms))
+        plans.append(TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms, relay_key))
     return plans
 
 
@@ -76,6 +89,9 @@ class Planner:
         self.discovery = ShardDiscovery(config, proxy_factory, clock)
         self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow
+        # Where each shard's last read kept its continuation (`ShardEnd.holder`): handed to the next
+        # batch's tasks (`plan_tasks`). A hint held in memory: after a restart reads subscribe anew.
+        self.holders: dict[ShardRef, str] = {}
         self.token: str | None = None  # the query's, once known (its `live` record is renewed)
         self.shape = BatchShape(config)
         self._ends_cache: tuple[int, dict[ShardRef, ShardEnd]] | None = None
@@ -224,6 +240,7 @@ class Planner:
                 if end is None:
                     states[sid] = base
                 else:
+                    self.holders[(key, sid)] = end.holder
                     idle = end.records == 0 and end.at_tip
                     # When the shard was last seen at the tip at its new position: now, or as before if
                     # the read did not move (see `ShardState.tip_ms`).

@@ -67,6 +67,8 @@ class ReadContext:
     until: Position | None = None  # a replay's recorded end (no deadline: it must get there)
     batch: int = -1
     batch_key: str = ""  # names the read's batch among the executor's reads (fan-out settles by it)
+    holder: str = ""  # where the shard's last read kept its continuation for other executors, if anywhere
+    relay_key: bytes = b""  # the query run's key for continuations kept on other executors (agent.relay)
 
     @property
     def replay(self) -> bool:
@@ -98,9 +100,11 @@ class PageSource(Protocol):
         within the source's own wait (the loop checks its budget and asks again). Raises `Fault`."""
         ...
 
-    def keep(self, position: Position) -> None:
+    def keep(self, position: Position) -> str:
         """The read ended between two pages at `position`: keep the continuation for the shard's next
-        batch (in this process, or the executor's agent), if the source can."""
+        batch (in this process, or the executor's agent), if the source can. Returns where a read on
+        another executor finds it (recorded with the batch end, handed to the next read as
+        `ReadContext.holder`), or "" when only this executor can continue it."""
         ...
 
     def close(self) -> None:

@@ -93,6 +93,7 @@ class ShardRead(BatchCut):
         self.children: tuple[str, ...] = ()
         self.behind = -1
         self.failures = self.empties = 0
+        self.holder = ""  # where the continuation was kept for other executors (`PageSource.keep`)
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> tuple[Columns, ShardEnd]:
@@ -124,7 +125,7 @@ class ShardRead(BatchCut):
                 raise ReadStuckError(f"{self.policy.where}: the read did not end within {MAX_STEPS} steps")
             between = opened and not (self.stop or self.closed) and self.resume.kind != INSIDE
             if until is None and between and self.behind < CACHE_MAX_BEHIND_MS:
-                self.source.keep(self.resume)
+                self.holder = self.source.keep(self.resume)
         finally:
             self.source.close()
         return self.cols, self._end()
@@ -299,6 +300,7 @@ class ShardRead(BatchCut):
             millis_behind=self.behind,
             read_at_ms=int(time.time() * 1000),
             first=self.first,
+            holder=self.holder,
         )
 
 

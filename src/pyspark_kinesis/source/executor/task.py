@@ -78,6 +78,8 @@ def _fetch_all(
             None if recorded is None else recorded.end,
             plan.batch,
             batch_key=f"{plan.token}#{plan.batch}",
+            holder=piece.holder,
+            relay_key=plan.relay_key,
         )
         return read_shard(
             config.consumer_type, context, piece.start, recorded, config.fail_on_data_loss, piece.tip_ms

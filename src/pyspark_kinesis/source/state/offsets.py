@@ -192,6 +192,9 @@ class ShardEnd:
     # data ages out (TRIM_HORIZON, a timestamp), so a replay can tell it starts where the first attempt did.
     first: tuple[str, int] | None = None
     unrun: bool = False  # closed by the driver for a task that never ran: nothing was read
+    # Where the read kept its continuation for the shard's next batch, when another executor can reach
+    # it (enhanced fan-out: the holding agent's host:port, see `agent.relay`). A hint, never a position.
+    holder: str = ""
 
     @staticmethod
     def not_run(start: Position) -> ShardEnd:
@@ -211,6 +214,7 @@ class ShardEnd:
             "at": self.read_at_ms,
             **({"fs": self.first[0], "fb": self.first[1]} if self.first is not None else {}),
             **({"unrun": True} if self.unrun else {}),
+            **({"h": self.holder} if self.holder else {}),
         }
 
     @staticmethod
@@ -227,6 +231,7 @@ class ShardEnd:
             read_at_ms=int(data.get("at", 0)),
             first=(str(data["fs"]), int(data.get("fb", 0))) if "fs" in data else None,
             unrun=bool(data.get("unrun", False)),
+            holder=str(data.get("h", "")),
         )
 
 
@@ -272,6 +277,7 @@ class ShardSlice:
     max_bytes: int
     closed: bool = False  # known to be closed: read on through empty responses to its end
     tip_ms: int = 0  # when a read found the shard at the tip at `start` (see `ShardState.tip_ms`)
+    holder: str = ""  # where the shard's last read kept its continuation (see `ShardEnd.holder`)
 
     @property
     def ref(self) -> ShardRef:
@@ -287,6 +293,7 @@ class TaskPlan:
     task: int
     shards: tuple[ShardSlice, ...]
     cutoff_ms: int | None
+    relay_key: bytes = b""  # the query run's key for reads of continuations other executors keep
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ is fan-out's own:
   (LATEST is pinned to a timestamp by the planner as in polling, so a start at LATEST never waits
   forever), and the agent hands a kept subscription again only to a read that starts exactly where
   the last one ended.
+- A subscription stays with the agent that opened it: when the shard's last read kept it on another
+  executor (`ReadContext.holder`), this read takes its events from that agent (`agent.relay`), and
+  subscribes where it runs only when that holder keeps none at the read's start (lost, expired, or
+  read from elsewhere since). So executors never take a shard from each other batch after batch.
 - What a page says of the tip: an event with MillisBehindLatest 0 pushed before the read started
   (it waited in the agent) says nothing about now, so it counts as "not known"; an event while more
   events already wait is "full". A running query's read (not AvailableNow, not a replay) waits at most
@@ -50,6 +54,7 @@ from ....errors import StreamAccessError
 from ....model import INSIDE, TIMESTAMP, Position
 from ...agent.hub import Want
 from ...agent.link import AgentLink, SubscriptionEnded
+from ...agent.relay import RelayRefused
 from ..pages import Fault, FaultKind, Page, ReadContext
 
 REPLAY_WAIT_S = 10.0  # a replay (no deadline) asks for events this long at a time...
@@ -75,19 +80,48 @@ class FanOutPages:
 
     # -- the subscription ----------------------------------------------------------------------------
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
+        if reuse and self.context.holder and self.context.relay_key and self._from_holder(position):
+            self.subscribed, self.position, self.idle = True, position, 0
+            return False
         try:
             if self.link is None or self.link.broken:
                 if self.link is not None:
                     self.link.close()
                 self.link = AgentLink()
             want = Want(
-                self.spec, self.consumer, self.context.shard, position, reuse, self.context.batch_key, verify
+                self.spec,
+                self.consumer,
+                self.context.shard,
+                position,
+                reuse,
+                self.context.batch_key,
+                verify,
+                self.context.relay_key,
             )
             fresh = self.link.open(want)
         except STREAM_ERRORS as exc:
             raise self._classify(exc, position) from None
         self.subscribed, self.position, self.idle = True, position, 0
         return fresh
+
+    def _from_holder(self, position: Position) -> bool:
+        """Continue the subscription the shard's last read kept at `position` in the agent named by
+        `ReadContext.holder` (this executor's or another's); False when it keeps none there."""
+        try:
+            link = AgentLink.to_holder(
+                self.context.holder, self.consumer, self.context.shard, self.context.relay_key
+            )
+        except RelayRefused:
+            return False
+        try:
+            link.resume(position, self.context.batch_key)
+        except (RelayRefused, *STREAM_ERRORS):
+            link.close()
+            return False
+        if self.link is not None:
+            self.link.close()
+        self.link = link
+        return True
 
     def open_oldest(self) -> bool:
         """Whether the shard is still there is GetShardIterator's to say (a refused subscription may mean
@@ -101,12 +135,13 @@ class FanOutPages:
         self.open(Position.trim_horizon(), verify=False, reuse=False)
         return True
 
-    def keep(self, position: Position) -> None:
+    def keep(self, position: Position) -> str:
         """The read took whole events and ended between two: the shard's next batch, in any worker of
-        this executor, continues this subscription from exactly here."""
+        any executor, continues this subscription from exactly here (see `agent.relay`)."""
         if self.subscribed and self.link is not None and not self.link.broken:
             with contextlib.suppress(*STREAM_ERRORS):  # (a lost agent keeps nothing: no harm)
-                self.link.keep(position)
+                return self.link.keep(position)
+        return ""
 
     def close(self) -> None:
         if self.link is not None:

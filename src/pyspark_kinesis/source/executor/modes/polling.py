@@ -93,9 +93,10 @@ class PollingPages:
             children=tuple(c["ShardId"] for c in response.get("ChildShards", [])) if ended else (),
         )
 
-    def keep(self, position: Position) -> None:
+    def keep(self, position: Position) -> str:
         if self.iterator is not None:
             ITERATORS.put(self.key[0], self.shard, position, self.iterator, self.obtained)
+        return ""  # an iterator is kept in this worker only (another executor asks for its own)
 
     def close(self) -> None:
         """Nothing to release: an iterator is a token."""

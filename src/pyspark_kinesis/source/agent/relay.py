@@ -1,0 +1,243 @@
+"""Reading a subscription that another executor's agent holds: the channel between executors.
+
+Why: Spark runs a shard's next task on whichever executor has a free slot (a Python data source's
+partitions carry no preferred locations), and Kinesis refuses a new subscription on a shard within
+5 s of the last successful one, while a new one takes the shard from the old. Were every executor to
+subscribe where its task lands, the executors' agents would take shards from each other and records
+would wait tens of seconds. So a subscription stays with the agent that opened it (the *holder*, named
+in the batch-end record as `host:port`), and a read on another executor takes its events from there.
+Lost holder (its executor gone, the subscription expired or taken by a newer one): the read
+subscribes anew where it runs, from its batch's recorded position, exactly as without a holder.
+
+What crosses the network, and how it is guarded:
+- Only what a read asks of a subscription (which consumer and shard, from which position, the batch's
+  name) and the events (records, as GetRecords returns them). Never stream settings or credentials: a
+  remote read can only continue a subscription the holder keeps, never open one.
+- Each kept subscription carries the key of the query run that opened it (random, made by the
+  driver, sent to tasks inside their partitions as Spark sends any task). A connection proves it knows
+  that key and the holder proves it too (HMAC challenge and answer, both ways, over fresh nonces), so
+  neither a stranger nor another query reads or feeds events. Every frame after that carries an HMAC
+  of its payload and sequence number under a key of that session, checked before anything is
+  unpickled.
+- Events are not encrypted (as Spark's shuffle is not, unless `spark.io.encryption` and
+  `spark.network.crypto` are on): where executors talk over an untrusted network, run fan-out with
+  `fanOutRelay=false` (each executor subscribes for itself) or on a private network.
+
+Wire: frames of a 4-byte big-endian length and a body. The hello and its answers are JSON; after
+them, a body is a 32-byte HMAC-SHA256 tag followed by a pickle (see `SealedChannel`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import pickle
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+_HEADER = struct.Struct(">I")
+_SEQ = struct.Struct(">Q")
+TAG = 32  # bytes of an HMAC-SHA256 tag
+NONCE = 16
+MAX_FRAME = 512 * 1024 * 1024  # larger than any event (events carry at most a few MB)
+MAX_HELLO = 64 * 1024  # the handshake's JSON frames are small
+CONNECT_TIMEOUT_S = 2.0  # a holder that does not answer by then is taken as lost
+HANDSHAKE_TIMEOUT_S = 5.0
+
+
+class RelayRefused(Exception):
+    """The holder did not hand the subscription (it keeps none for this key, the proofs differ, or it
+    could not be reached): the read subscribes where it runs."""
+
+
+def relay_host() -> str:
+    """The address this executor's agent listens on for reads from other executors: where Spark's own
+    executor listens (`SPARK_LOCAL_IP`) when set, else this host's name resolved, else loopback.
+    `PYSPARK_KINESIS_AGENT_HOST` overrides both (e.g. a pod's IP from the Kubernetes downward API)."""
+    for name in ("PYSPARK_KINESIS_AGENT_HOST", "SPARK_LOCAL_IP"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """`host:port` (the host may be an IPv6 literal in brackets) as a (host, port) pair."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"not a host:port address: {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def join_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _proof(key: bytes, role: bytes, client_nonce: bytes, server_nonce: bytes) -> bytes:
+    return hmac.new(key, role + client_nonce + server_nonce, hashlib.sha256).digest()
+
+
+# -- framing -----------------------------------------------------------------------------------------
+def _send_frame(sock: socket.socket, body: bytes) -> None:
+    sock.sendall(_HEADER.pack(len(body)) + body)
+
+
+def _receive_frame(sock: socket.socket, limit: int) -> bytes | None:
+    """The next frame's body, or None when the peer closed the connection between frames."""
+    header = _exactly(sock, _HEADER.size, at_start=True)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > limit:
+        raise ConnectionError(f"a relay frame of {size} bytes: not a frame of this protocol")
+    body = _exactly(sock, size, at_start=False)
+    if body is None:
+        raise ConnectionError("the relay connection closed in the middle of a frame")
+    return body
+
+
+def _exactly(sock: socket.socket, n: int, *, at_start: bool) -> bytes | None:
+    buffer = bytearray(n)
+    view, got = memoryview(buffer), 0
+    while got < n:
+        read = sock.recv_into(view[got:], n - got)
+        if read == 0:
+            if got == 0 and at_start:
+                return None
+            raise ConnectionError("the relay connection closed in the middle of a frame")
+        got += read
+    return bytes(buffer)
+
+
+def _hello_frame(sock: socket.socket) -> dict[str, Any]:
+    body = _receive_frame(sock, MAX_HELLO)
+    if body is None:
+        raise RelayRefused("the peer closed the connection during the handshake")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise RelayRefused("not a relay handshake") from None
+    if not isinstance(data, dict):
+        raise RelayRefused("not a relay handshake")
+    return data
+
+
+class SealedChannel:
+    """Pickled messages, each with an HMAC of (direction, sequence number, payload) under the session's
+    key, checked before the payload is unpickled: only the authenticated peer's frames, in order, are
+    ever loaded."""
+
+    def __init__(self, sock: socket.socket, session_key: bytes, *, client: bool) -> None:
+        self.sock = sock
+        self._key = session_key
+        self._out = b"c" if client else b"s"
+        self._in = b"s" if client else b"c"
+        self._sent = 0
+        self._received = 0
+
+    def _tag(self, direction: bytes, seq: int, payload: bytes) -> bytes:
+        mac = hmac.new(self._key, direction + _SEQ.pack(seq), hashlib.sha256)
+        mac.update(payload)
+        return mac.digest()
+
+    def send(self, message: Any) -> None:
+        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        _send_frame(self.sock, self._tag(self._out, self._sent, payload) + payload)
+        self._sent += 1
+
+    def receive(self) -> Any:
+        """The next message, or None when the peer closed the connection between messages."""
+        body = _receive_frame(self.sock, MAX_FRAME)
+        if body is None:
+            return None
+        tag, payload = body[:TAG], body[TAG:]
+        if not hmac.compare_digest(tag, self._tag(self._in, self._received, payload)):
+            raise ConnectionError("a relay frame failed its integrity check: connection dropped")
+        self._received += 1
+        return pickle.loads(payload)
+
+    def settimeout(self, seconds: float | None) -> None:
+        self.sock.settimeout(seconds)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+# -- the two ends of the handshake -------------------------------------------------------------------
+def connect(address: str, consumer: str, shard: str, key: bytes) -> SealedChannel:
+    """A channel to the holder at `address` for the subscription of (`consumer`, `shard`) opened under
+    the query run's `key`. RelayRefused when the holder is unreachable or keeps no such subscription,
+    or when it cannot prove it knows the key."""
+    try:
+        host, port = split_address(address)
+        sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+    except (OSError, ValueError) as exc:
+        raise RelayRefused(f"holder {address} not reachable: {exc}") from None
+    try:
+        sock.settimeout(HANDSHAKE_TIMEOUT_S)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        mine = os.urandom(NONCE)
+        _send_frame(sock, orjson.dumps({"consumer": consumer, "shard": shard, "nonce": mine.hex()}))
+        answer = _hello_frame(sock)
+        if not answer.get("held"):
+            raise RelayRefused(f"holder {address} keeps no subscription of {shard} for this query")
+        theirs = bytes.fromhex(str(answer.get("nonce", "")))
+        proof = bytes.fromhex(str(answer.get("proof", "")))
+        if len(theirs) != NONCE or not hmac.compare_digest(proof, _proof(key, b"holder", mine, theirs)):
+            raise RelayRefused(f"holder {address} did not prove it holds this query's subscription")
+        _send_frame(sock, orjson.dumps({"proof": _proof(key, b"reader", mine, theirs).hex()}))
+        verdict = _hello_frame(sock)
+        if not verdict.get("ok"):
+            raise RelayRefused(f"holder {address} refused the read: {verdict.get('why', 'no reason')}")
+        return SealedChannel(sock, _proof(key, b"session", mine, theirs), client=True)
+    except (OSError, ValueError, RelayRefused) as exc:
+        with contextlib.suppress(OSError):
+            sock.close()
+        if isinstance(exc, RelayRefused):
+            raise
+        raise RelayRefused(f"holder {address}: handshake failed: {exc}") from None
+
+
+def accept(
+    sock: socket.socket, key_for: Callable[[str, str], bytes | None]
+) -> tuple[SealedChannel, str, str]:
+    """The holder's end: read the hello, find the key of the subscription it names (`key_for`:
+    (consumer, shard) -> the query run's key of the subscription kept there, or None), exchange proofs.
+    Returns the channel and the (consumer, shard) asked for; RelayRefused otherwise."""
+    sock.settimeout(HANDSHAKE_TIMEOUT_S)
+    hello = _hello_frame(sock)
+    consumer, shard = str(hello.get("consumer", "")), str(hello.get("shard", ""))
+    try:
+        theirs = bytes.fromhex(str(hello.get("nonce", "")))
+    except ValueError:
+        theirs = b""
+    key = key_for(consumer, shard) if len(theirs) == NONCE else None
+    if key is None:
+        _send_frame(sock, orjson.dumps({"held": False}))
+        raise RelayRefused(f"no subscription of {shard} kept here")
+    mine = os.urandom(NONCE)
+    proof = _proof(key, b"holder", theirs, mine)
+    _send_frame(sock, orjson.dumps({"held": True, "nonce": mine.hex(), "proof": proof.hex()}))
+    answer = _hello_frame(sock)
+    try:
+        given = bytes.fromhex(str(answer.get("proof", "")))
+    except ValueError:
+        given = b""
+    if not hmac.compare_digest(given, _proof(key, b"reader", theirs, mine)):
+        _send_frame(sock, orjson.dumps({"ok": False, "why": "wrong proof"}))
+        raise RelayRefused("a reader that does not know the query's key")
+    _send_frame(sock, orjson.dumps({"ok": True}))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    # The reader paces the conversation from here (a backoff may pause it), as over the Unix socket.
+    sock.settimeout(None)
+    return SealedChannel(sock, _proof(key, b"session", theirs, mine), client=False), consumer, shard

@@ -1,0 +1,193 @@
+"""A subscription stays with the agent that opened it, and a read on another executor takes its events
+from there (agent/relay.py): two agents in this process stand for two executors' agents, a scripted
+SubscribeToShard for the service. Only a read that proves the query run's key gets events, only a
+holder that proves it is believed, a tampered frame is dropped, and a read whose holder is lost
+subscribes where it runs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.agent import hub as hub_module
+from pyspark_kinesis.source.agent import link as link_module
+from pyspark_kinesis.source.agent import process, relay
+from pyspark_kinesis.source.agent.hub import Want
+from pyspark_kinesis.source.agent.link import AgentLink, UnixChannel
+from pyspark_kinesis.source.executor.modes.fanout import FanOutPages
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, context
+from tests.unit.test_fanout_hub import FakeClient, event
+
+CONSUMER = SPEC.consumer_arn
+KEY = b"k" * 32
+
+
+@pytest.fixture
+def service(monkeypatch):
+    monkeypatch.setattr(hub_module, "SUBSCRIBE_SPACING_S", 0.05)
+    monkeypatch.setattr(hub_module, "RESUBSCRIBE_AFTER_S", 0.2)
+    monkeypatch.setattr(hub_module, "FIRST_MESSAGE_WAIT_S", 0.1)
+    monkeypatch.setattr(process, "IDLE_EXIT_S", 3.0)  # the agents below end on their own
+    monkeypatch.setenv("PYSPARK_KINESIS_AGENT_HOST", "127.0.0.1")
+    return FakeClient()
+
+
+def start_agent(client: FakeClient) -> Path:
+    """An agent serving in a thread of this process (as one executor's would), on its own socket."""
+    path = Path(tempfile.mkdtemp(prefix="relay-", dir="/tmp")) / "agent.sock"
+    threading.Thread(
+        target=process.serve, args=(str(path), os.getpid(), lambda spec: client), daemon=True
+    ).start()
+    for _wait in range(200):
+        if path.exists():
+            return path
+        time.sleep(0.01)
+    raise AssertionError("the agent did not start")
+
+
+def local_link(path: Path) -> AgentLink:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(path))
+    return AgentLink(channel=UnixChannel(sock))
+
+
+def kept_on(path: Path, client: FakeClient, key: bytes = KEY) -> str:
+    """A read on the agent at `path` subscribes, takes one event and keeps the subscription after
+    record 2; returns where it was kept."""
+    link = local_link(path)
+    assert link.open(Want(SPEC, CONSUMER, SHARD, Position.trim_horizon(), False, "t#0", relay_key=key))
+    client.streams[-1].events.put(event([1, 2]))
+    assert [r for r in link.next_event(2.0)["Records"].seqs.to_pylist()] == ["1", "2"]
+    where = link.keep(Position.after("2"))
+    link.close()
+    return where
+
+
+def test_a_read_on_another_executor_continues_the_subscription_its_holder_keeps(service):
+    where = kept_on(start_agent(service), service)
+    assert where.startswith("127.0.0.1:")
+    remote = AgentLink.to_holder(where, CONSUMER, SHARD, KEY)
+    remote.resume(Position.after("2"), "t#1")
+    service.streams[-1].events.put(event([3]))
+    assert remote.next_event(2.0)["Records"].seqs.to_pylist() == ["3"]
+    assert len(service.calls) == 1  # the same subscription: no SubscribeToShard from the second executor
+    assert remote.keep(Position.after("3")) == where  # and it stays with its holder
+    remote.close()
+    again = AgentLink.to_holder(where, CONSUMER, SHARD, KEY)
+    again.resume(Position.after("3"), "t#2")
+    again.close()
+    assert len(service.calls) == 1
+
+
+def test_only_a_read_of_the_same_query_run_gets_in(service):
+    where = kept_on(start_agent(service), service)
+    with pytest.raises(relay.RelayRefused, match="did not prove"):
+        AgentLink.to_holder(where, CONSUMER, SHARD, b"x" * 32)  # another run's key
+    other_consumer = CONSUMER + "-other"  # another query's consumer: nothing of its own is kept there
+    with pytest.raises(relay.RelayRefused, match="keeps no subscription"):
+        AgentLink.to_holder(where, other_consumer, SHARD, KEY)
+    remote = AgentLink.to_holder(where, CONSUMER, SHARD, KEY)
+    with pytest.raises(relay.RelayRefused, match="not kept at that position"):
+        remote.resume(Position.after("1"), "t#1")
+    remote.close()
+    assert AgentLink.to_holder(where, CONSUMER, SHARD, KEY) is not None  # still kept for the right read
+
+
+def test_a_run_without_a_key_keeps_nothing_for_other_executors(service):
+    assert kept_on(start_agent(service), service, key=b"") == ""
+
+
+def test_a_reader_that_does_not_know_the_key_is_refused_by_the_holder():
+    """The holder checks the reader's proof before anything else is read (here a reader that skips
+    checking the holder's proof and answers with a made-up one)."""
+    server, client = socket.socketpair()
+    refused: list[BaseException] = []
+
+    def holder() -> None:
+        try:
+            relay.accept(server, lambda consumer, shard: KEY)
+        except relay.RelayRefused as exc:
+            refused.append(exc)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    relay._send_frame(client, b'{"consumer":"c","shard":"s","nonce":"' + b"00" * relay.NONCE + b'"}')
+    assert relay._hello_frame(client)["held"]
+    relay._send_frame(client, b'{"proof":"' + b"ab" * 32 + b'"}')
+    assert relay._hello_frame(client) == {"ok": False, "why": "wrong proof"}
+    thread.join(5)
+    assert refused and "does not know" in str(refused[0])
+    server.close()
+    client.close()
+
+
+def test_a_tampered_frame_is_dropped_before_it_is_unpickled():
+    a, b = socket.socketpair()
+    sender = relay.SealedChannel(a, b"s" * 32, client=True)
+    receiver = relay.SealedChannel(b, b"s" * 32, client=False)
+    sender.send(("next", 1.0, False))
+    assert receiver.receive() == ("next", 1.0, False)
+    payload = b"\x80\x05N."  # a pickle of None
+    relay._send_frame(a, b"\x00" * relay.TAG + payload)
+    with pytest.raises(ConnectionError, match="integrity"):
+        receiver.receive()
+    a.close()
+    b.close()
+
+
+def test_a_read_whose_holder_is_lost_subscribes_where_it_runs(service, monkeypatch):
+    """Executor A's agent kept the subscription; the shard's next read runs on executor B. With A
+    reachable, B's read continues A's subscription; with A gone, B subscribes itself from the read's
+    position (and then holds it)."""
+    a_path, b_path = start_agent(service), start_agent(service)
+    where = kept_on(a_path, service)
+    monkeypatch.setattr(link_module, "socket_path", lambda owner: b_path)  # this worker is on B
+
+    def read_on_b(holder: str, start: Position) -> FanOutPages:
+        ctx = replace(context(FakeProxy(), seconds=2.0), holder=holder, relay_key=KEY)
+        pages = FanOutPages(ctx)
+        assert pages.open(start, verify=False, reuse=True) is (holder != where)
+        return pages
+
+    pages = read_on_b(where, Position.after("2"))
+    service.streams[-1].events.put(event([3]))
+    assert pages.next_page(100).records.seqs.to_pylist() == ["3"]
+    assert pages.keep(Position.after("3")) == where and len(service.calls) == 1
+    pages.close()
+    with contextlib.closing(socket.socket()) as probe:  # a port nothing listens on: the holder is lost
+        probe.bind(("127.0.0.1", 0))
+        lost = f"127.0.0.1:{probe.getsockname()[1]}"
+    pages = read_on_b(lost, Position.after("3"))
+    assert len(service.calls) == 2 and service.calls[-1][1]["StartingPosition"] == {
+        "Type": "AFTER_SEQUENCE_NUMBER",
+        "SequenceNumber": "3",
+    }
+    service.streams[-1].events.put(event([4]))
+    assert pages.next_page(100).records.seqs.to_pylist() == ["4"]
+    b_where = pages.keep(Position.after("4"))
+    assert b_where.startswith("127.0.0.1:") and b_where != where  # B holds it now
+    pages.close()
+
+
+def test_a_remote_read_may_pause_longer_than_the_handshake_may_take(service, monkeypatch):
+    """The handshake is bounded in time; the conversation after it is paced by the read (a backoff
+    between two asks must not cost the subscription)."""
+    monkeypatch.setattr(relay, "HANDSHAKE_TIMEOUT_S", 0.6)
+    where = kept_on(start_agent(service), service)
+    remote = AgentLink.to_holder(where, CONSUMER, SHARD, KEY)
+    time.sleep(1.0)
+    remote.resume(Position.after("2"), "t#1")
+    time.sleep(1.0)
+    service.streams[-1].events.put(event([3]))
+    assert remote.next_event(2.0)["Records"].seqs.to_pylist() == ["3"]
+    assert len(service.calls) == 1
+    remote.close()
