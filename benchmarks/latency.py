@@ -160,7 +160,8 @@ def latency_row(run: LatencyRun, label: str) -> str:
 
 def markdown_modes(runs: dict[str, LatencyRun], rate: int, seconds: int, shards: int) -> str:
     """Polling and enhanced fan-out side by side, on kinesis-local (keys: "mode" or "mode on master")."""
-    masters = sorted({label.partition(" on ")[2] for label in runs} - {""})
+    masters = [m for m in dict.fromkeys(label.partition(" on ")[2] for label in runs) if m]
+    efo = next((run for label, run in runs.items() if label.partition(" on ")[0] == "efo"), None)
     flags = "".join(f" --master '{m}'" for m in masters)
     return (
         "\n".join(
@@ -179,8 +180,7 @@ def markdown_modes(runs: dict[str, LatencyRun], rate: int, seconds: int, shards:
                 )
                 + ". On Kinesis, fan-out "
                 "propagates records in about 70 ms against about 200 ms for polling (AWS's figures); a local "
-                "server shows what the connector adds, not the service's propagation."
-                + push_note(runs.get("efo")),
+                "server shows what the connector adds, not the service's propagation." + push_note(efo),
                 "",
                 "| reading | records put | records arrived | p50 | p90 | p99 | max |",
                 "|---|---|---|---|---|---|---|",

@@ -148,21 +148,13 @@ class _RemoteReads(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         server: _RelayServer = self.server  # type: ignore[assignment]
-        hub, conn = server.hub, self.request
-        keys: dict[str, bytes] = {}
-
-        def key_for(consumer: str, shard: str) -> bytes | None:
-            key = hub.relay_key_of((consumer, shard))
-            if key is not None:
-                keys["key"] = key
-            return key
-
+        hub = server.hub
         try:
-            channel, consumer, shard = relay.accept(conn, key_for)
+            channel, key, relay_key = relay.accept(self.request, lambda *key: hub.relay_key_of(key))
         except (relay.RelayRefused, OSError, ValueError) as exc:
             log.info("relay connection from %s refused: %s", self.client_address, exc)
             return
-        _Session(hub, server.relay_address, remote=((consumer, shard), keys["key"])).serve(channel)
+        _Session(hub, server.relay_address, remote=(key, relay_key)).serve(channel)
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):

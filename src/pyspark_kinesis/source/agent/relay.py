@@ -210,10 +210,11 @@ def connect(address: str, consumer: str, shard: str, key: bytes) -> SealedChanne
 
 def accept(
     sock: socket.socket, key_for: Callable[[str, str], bytes | None]
-) -> tuple[SealedChannel, str, str]:
+) -> tuple[SealedChannel, tuple[str, str], bytes]:
     """The holder's end: read the hello, find the key of the subscription it names (`key_for`:
     (consumer, shard) -> the query run's key of the subscription kept there, or None), exchange proofs.
-    Returns the channel and the (consumer, shard) asked for; RelayRefused otherwise."""
+    Returns the channel, the (consumer, shard) asked for and the key both proved; RelayRefused
+    otherwise."""
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     hello = _hello_frame(sock)
     consumer, shard = str(hello.get("consumer", "")), str(hello.get("shard", ""))
@@ -240,4 +241,4 @@ def accept(
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     # The reader paces the conversation from here (a backoff may pause it), as over the Unix socket.
     sock.settimeout(None)
-    return SealedChannel(sock, _proof(key, b"session", theirs, mine), client=False), consumer, shard
+    return SealedChannel(sock, _proof(key, b"session", theirs, mine), client=False), (consumer, shard), key
