@@ -120,9 +120,9 @@ def test_a_reader_that_does_not_know_the_key_is_refused_by_the_holder():
 
     thread = threading.Thread(target=holder)
     thread.start()
-    relay._send_frame(client, b'{"consumer":"c","shard":"s","nonce":"' + b"00" * relay.NONCE + b'"}')
+    relay.send_frame(client, b'{"consumer":"c","shard":"s","nonce":"' + b"00" * relay.NONCE + b'"}')
     assert relay._hello_frame(client)["held"]
-    relay._send_frame(client, b'{"proof":"' + b"ab" * 32 + b'"}')
+    relay.send_frame(client, b'{"proof":"' + b"ab" * 32 + b'"}')
     assert relay._hello_frame(client) == {"ok": False, "why": "wrong proof"}
     thread.join(5)
     assert refused and "does not know" in str(refused[0])
@@ -137,7 +137,7 @@ def test_a_tampered_frame_is_dropped_before_it_is_unpickled():
     sender.send(("next", 1.0, False))
     assert receiver.receive() == ("next", 1.0, False)
     payload = b"\x80\x05N."  # a pickle of None
-    relay._send_frame(a, b"\x00" * relay.TAG + payload)
+    relay.send_frame(a, b"\x00" * relay.TAG + payload)
     with pytest.raises(ConnectionError, match="integrity"):
         receiver.receive()
     a.close()

@@ -29,7 +29,6 @@ import fcntl
 import os
 import pickle
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -42,10 +41,10 @@ from ...aws.errors import decode_error
 from ...errors import StreamAccessError
 from ...model import Position
 from . import relay
+from .framing import receive_frame, send_frame
 from .hub import Want
 from .relay import SealedChannel
 
-_HEADER = struct.Struct(">I")
 _MAX_MESSAGE = 512 * 1024 * 1024  # larger than any event (events carry at most a few MB)
 START_TIMEOUT_S = 20.0  # an agent that does not listen by then failed to start
 REPLY_MARGIN_S = (
@@ -57,35 +56,15 @@ class SubscriptionEnded(Exception):
     """The subscription ended (the service ends each after 5 minutes, or the shard's end was sent)."""
 
 
-# -- framing -----------------------------------------------------------------------------------------
+# -- messages ---------------------------------------------------------------------------------------
 def send(sock: socket.socket, message: Any) -> None:
-    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_HEADER.pack(len(payload)) + payload)
+    send_frame(sock, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def receive(sock: socket.socket) -> Any:
     """The next message, or None when the peer closed the connection between messages."""
-    header = _exactly(sock, _HEADER.size, at_start=True)
-    if header is None:
-        return None
-    (size,) = _HEADER.unpack(header)
-    if size > _MAX_MESSAGE:
-        raise ConnectionError(f"fan-out agent message of {size} bytes: not a message of this protocol")
-    body = _exactly(sock, size, at_start=False)
+    body = receive_frame(sock, _MAX_MESSAGE)
     return pickle.loads(body) if body is not None else None
-
-
-def _exactly(sock: socket.socket, n: int, *, at_start: bool) -> bytes | None:
-    buffer = bytearray(n)
-    view, got = memoryview(buffer), 0
-    while got < n:
-        read = sock.recv_into(view[got:], n - got)
-        if read == 0:
-            if got == 0 and at_start:
-                return None
-            raise ConnectionError("the fan-out agent connection closed in the middle of a message")
-        got += read
-    return bytes(buffer)
 
 
 # -- finding or starting the agent -------------------------------------------------------------------

@@ -41,7 +41,8 @@ from typing import Any
 
 import orjson
 
-_HEADER = struct.Struct(">I")
+from .framing import receive_frame, send_frame
+
 _SEQ = struct.Struct(">Q")
 TAG = 32  # bytes of an HMAC-SHA256 tag
 NONCE = 16
@@ -87,39 +88,8 @@ def _proof(key: bytes, role: bytes, client_nonce: bytes, server_nonce: bytes) ->
 
 
 # -- framing -----------------------------------------------------------------------------------------
-def _send_frame(sock: socket.socket, body: bytes) -> None:
-    sock.sendall(_HEADER.pack(len(body)) + body)
-
-
-def _receive_frame(sock: socket.socket, limit: int) -> bytes | None:
-    """The next frame's body, or None when the peer closed the connection between frames."""
-    header = _exactly(sock, _HEADER.size, at_start=True)
-    if header is None:
-        return None
-    (size,) = _HEADER.unpack(header)
-    if size > limit:
-        raise ConnectionError(f"a relay frame of {size} bytes: not a frame of this protocol")
-    body = _exactly(sock, size, at_start=False)
-    if body is None:
-        raise ConnectionError("the relay connection closed in the middle of a frame")
-    return body
-
-
-def _exactly(sock: socket.socket, n: int, *, at_start: bool) -> bytes | None:
-    buffer = bytearray(n)
-    view, got = memoryview(buffer), 0
-    while got < n:
-        read = sock.recv_into(view[got:], n - got)
-        if read == 0:
-            if got == 0 and at_start:
-                return None
-            raise ConnectionError("the relay connection closed in the middle of a frame")
-        got += read
-    return bytes(buffer)
-
-
 def _hello_frame(sock: socket.socket) -> dict[str, Any]:
-    body = _receive_frame(sock, MAX_HELLO)
+    body = receive_frame(sock, MAX_HELLO)
     if body is None:
         raise RelayRefused("the peer closed the connection during the handshake")
     try:
@@ -151,12 +121,12 @@ class SealedChannel:
 
     def send(self, message: Any) -> None:
         payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        _send_frame(self.sock, self._tag(self._out, self._sent, payload) + payload)
+        send_frame(self.sock, self._tag(self._out, self._sent, payload) + payload)
         self._sent += 1
 
     def receive(self) -> Any:
         """The next message, or None when the peer closed the connection between messages."""
-        body = _receive_frame(self.sock, MAX_FRAME)
+        body = receive_frame(self.sock, MAX_FRAME)
         if body is None:
             return None
         tag, payload = body[:TAG], body[TAG:]
@@ -187,7 +157,7 @@ def connect(address: str, consumer: str, shard: str, key: bytes) -> SealedChanne
         sock.settimeout(HANDSHAKE_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         mine = os.urandom(NONCE)
-        _send_frame(sock, orjson.dumps({"consumer": consumer, "shard": shard, "nonce": mine.hex()}))
+        send_frame(sock, orjson.dumps({"consumer": consumer, "shard": shard, "nonce": mine.hex()}))
         answer = _hello_frame(sock)
         if not answer.get("held"):
             raise RelayRefused(f"holder {address} keeps no subscription of {shard} for this query")
@@ -195,7 +165,7 @@ def connect(address: str, consumer: str, shard: str, key: bytes) -> SealedChanne
         proof = bytes.fromhex(str(answer.get("proof", "")))
         if len(theirs) != NONCE or not hmac.compare_digest(proof, _proof(key, b"holder", mine, theirs)):
             raise RelayRefused(f"holder {address} did not prove it holds this query's subscription")
-        _send_frame(sock, orjson.dumps({"proof": _proof(key, b"reader", mine, theirs).hex()}))
+        send_frame(sock, orjson.dumps({"proof": _proof(key, b"reader", mine, theirs).hex()}))
         verdict = _hello_frame(sock)
         if not verdict.get("ok"):
             raise RelayRefused(f"holder {address} refused the read: {verdict.get('why', 'no reason')}")
@@ -224,20 +194,20 @@ def accept(
         theirs = b""
     key = key_for(consumer, shard) if len(theirs) == NONCE else None
     if key is None:
-        _send_frame(sock, orjson.dumps({"held": False}))
+        send_frame(sock, orjson.dumps({"held": False}))
         raise RelayRefused(f"no subscription of {shard} kept here")
     mine = os.urandom(NONCE)
     proof = _proof(key, b"holder", theirs, mine)
-    _send_frame(sock, orjson.dumps({"held": True, "nonce": mine.hex(), "proof": proof.hex()}))
+    send_frame(sock, orjson.dumps({"held": True, "nonce": mine.hex(), "proof": proof.hex()}))
     answer = _hello_frame(sock)
     try:
         given = bytes.fromhex(str(answer.get("proof", "")))
     except ValueError:
         given = b""
     if not hmac.compare_digest(given, _proof(key, b"reader", theirs, mine)):
-        _send_frame(sock, orjson.dumps({"ok": False, "why": "wrong proof"}))
+        send_frame(sock, orjson.dumps({"ok": False, "why": "wrong proof"}))
         raise RelayRefused("a reader that does not know the query's key")
-    _send_frame(sock, orjson.dumps({"ok": True}))
+    send_frame(sock, orjson.dumps({"ok": True}))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     # The reader paces the conversation from here (a backoff may pause it), as over the Unix socket.
     sock.settimeout(None)

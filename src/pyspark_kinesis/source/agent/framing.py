@@ -1,0 +1,42 @@
+"""Frames on a stream socket: a 4-byte big-endian length, then the body. Both of the agent's channels
+use them: pickled messages over the executor's Unix socket (`link`), sealed ones between executors
+(`relay`)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+_HEADER = struct.Struct(">I")
+
+
+def send_frame(sock: socket.socket, body: bytes) -> None:
+    sock.sendall(_HEADER.pack(len(body)) + body)
+
+
+def receive_frame(sock: socket.socket, limit: int) -> bytes | None:
+    """The next frame's body, or None when the peer closed the connection between frames. A length
+    over `limit` is not a frame of these protocols: ConnectionError, as for a frame cut short."""
+    header = _exactly(sock, _HEADER.size, at_start=True)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > limit:
+        raise ConnectionError(f"a frame of {size} bytes: not a message of the fan-out agent's protocol")
+    body = _exactly(sock, size, at_start=False)
+    if body is None:
+        raise ConnectionError("the fan-out agent's connection closed in the middle of a message")
+    return body
+
+
+def _exactly(sock: socket.socket, n: int, *, at_start: bool) -> bytes | None:
+    buffer = bytearray(n)
+    view, got = memoryview(buffer), 0
+    while got < n:
+        read = sock.recv_into(view[got:], n - got)
+        if read == 0:
+            if got == 0 and at_start:
+                return None
+            raise ConnectionError("the fan-out agent's connection closed in the middle of a message")
+        got += read
+    return bytes(buffer)
