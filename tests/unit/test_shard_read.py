@@ -15,7 +15,7 @@ from pyspark_kinesis.errors import DataLossError, StreamAccessError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor import modes, shard_read
 from pyspark_kinesis.source.executor.pages import Fault, FaultKind, Page, ReadContext
-from pyspark_kinesis.source.executor.shard_read import CLOSED_EMPTY_READS, ShardRead, read_shard
+from pyspark_kinesis.source.executor.shard_read import CLOSED_EMPTY_READS, ShardRead
 from pyspark_kinesis.source.state.offsets import ShardEnd
 from tests.unit.scripted import FakeProxy, ScriptedPages, context, page, records
 
@@ -238,9 +238,9 @@ class ToyPages:
 def test_a_third_way_of_reading_is_one_class_and_one_registration():
     modes.register("toy", ToyPages)
     try:
-        cols, end = read_shard("toy", context(max_records=5), Position.trim_horizon())
+        cols, end = ShardRead("toy", context(max_records=5), Position.trim_horizon()).run()
         assert seqs(cols) == ["1", "2", "3", "4", "5"] and end.end == Position.after("5")
-        cols, end = read_shard("toy", context(), end.end)  # the next batch: verified resume after 5
+        cols, end = ShardRead("toy", context(), end.end).run()  # the next batch: verified resume after 5
         assert seqs(cols) == ["6"] and end.at_tip
     finally:
         del modes.MODES["toy"]
@@ -248,4 +248,4 @@ def test_a_third_way_of_reading_is_one_class_and_one_registration():
 
 def test_an_unknown_way_of_reading_is_named():
     with pytest.raises(ValueError, match="no way of reading is registered as 'carrier-pigeon'"):
-        read_shard("carrier-pigeon", context(proxy=FakeProxy()), Position.trim_horizon())
+        ShardRead("carrier-pigeon", context(proxy=FakeProxy()), Position.trim_horizon())

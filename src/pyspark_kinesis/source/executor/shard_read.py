@@ -61,15 +61,17 @@ class ShardRead(BatchCut):
 
     def __init__(
         self,
-        source: PageSource,
+        source: PageSource | str,
         context: ReadContext,
         start: Position,
         expect: ShardEnd | None = None,
         fail_on_data_loss: bool = True,
         tip_ms: int = 0,
     ) -> None:
-        """`expect`: the recorded end a replay must reproduce (None for a first attempt); `tip_ms`: when
-        a read last found the shard at the tip at `start` (0: not known)."""
+        """`source`: the page source, or the name of a read mode (see `modes`) to make one for `context`;
+        `expect`: the recorded end a replay must reproduce (None for a first attempt), exactly the records
+        the attempt that recorded it read, or their loss reported; `tip_ms`: when a read last found the
+        shard at the tip at `start` (0: not known)."""
         proxy = context.proxy
         super().__init__(
             proxy.name,
@@ -79,7 +81,8 @@ class ShardRead(BatchCut):
             context.limits,
             None if expect is None else expect.end,
         )
-        self.source, self.context, self.proxy, self.shard = source, context, proxy, context.shard
+        self.source = source_for(source, context) if isinstance(source, str) else source
+        self.context, self.proxy, self.shard = context, proxy, context.shard
         self.expect, self.batch = expect, context.batch
         where = f"Kinesis stream '{proxy.name}' ({proxy.spec.key}), shard {context.shard}"
         self.policy = LossPolicy(where, context.batch, fail_on_data_loss, proxy.spec.retention_ms, tip_ms)
@@ -304,20 +307,6 @@ class ShardRead(BatchCut):
         )
 
 
-def read_shard(
-    mode: str,
-    context: ReadContext,
-    start: Position,
-    expect: ShardEnd | None = None,
-    fail_on_data_loss: bool = True,
-    tip_ms: int = 0,
-) -> tuple[Columns, ShardEnd]:
-    """Read one shard in one batch through the page source of `mode` (see `modes`). With `expect` (a
-    recorded end), produce exactly the records the attempt that recorded it read, or report their
-    loss."""
-    return ShardRead(source_for(mode, context), context, start, expect, fail_on_data_loss, tip_ms).run()
-
-
 def fetch_shard(
     proxy: KinesisProxy,
     shard: str,
@@ -328,6 +317,6 @@ def fetch_shard(
     batch: int = -1,
     tip_ms: int = 0,
 ) -> tuple[Columns, ShardEnd]:
-    """`read_shard` by polling (GetRecords): the backfill's way, and the tests'."""
+    """A `ShardRead` by polling (GetRecords): the backfill's way, and the tests'."""
     context = ReadContext(proxy, shard, limits, None if expect is None else expect.end, batch)
-    return read_shard("polling", context, start, expect, fail_on_data_loss, tip_ms)
+    return ShardRead("polling", context, start, expect, fail_on_data_loss, tip_ms).run()

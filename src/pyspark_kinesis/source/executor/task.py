@@ -28,7 +28,7 @@ from . import faults
 from .columns import Columns
 from .cutting import ShardLimits
 from .pages import ReadContext
-from .shard_read import ReadStuckError, fetch_shard, read_shard
+from .shard_read import ReadStuckError, ShardRead, fetch_shard
 
 # botocore's attempts per Kinesis call on executors: the read loop retries on within the time budget
 FETCH_ATTEMPTS = 3
@@ -81,9 +81,10 @@ def _fetch_all(
             holder=piece.holder,
             relay_key=plan.relay_key,
         )
-        return read_shard(
+        read = ShardRead(
             config.consumer_type, context, piece.start, recorded, config.fail_on_data_loss, piece.tip_ms
         )
+        return read.run()
 
     if len(plan.shards) == 1:
         piece = plan.shards[0]
