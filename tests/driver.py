@@ -46,10 +46,10 @@ def output_rows(out: Path) -> list[dict]:
     """Rows of every batch in batch order, then in their order inside the batch; each row carries its
     batch id as "batch"."""
     rows = []
-    # A folder without _SUCCESS is a batch whose write a stop interrupted: not delivered (a restart
-    # runs that batch again and overwrites it).
+    # A folder with no data file is a batch whose write a stop interrupted (Spark's writer had cleared
+    # it, or left only its _temporary folder): nothing delivered (a restart runs that batch again).
     folders = sorted(
-        (p for p in out.glob("batch=*") if (p / "_SUCCESS").exists()), key=lambda p: int(p.name.split("=")[1])
+        (p for p in out.glob("batch=*") if any(p.glob("*.parquet"))), key=lambda p: int(p.name.split("=")[1])
     )
     for folder in folders:
         batch = int(folder.name.split("=")[1])
