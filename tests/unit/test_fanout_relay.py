@@ -47,8 +47,9 @@ def start_agent(client: FakeClient) -> Path:
     threading.Thread(
         target=process.serve, args=(str(path), os.getpid(), lambda spec: client), daemon=True
     ).start()
-    for _wait in range(200):
-        if path.exists():
+    for _wait in range(500):  # listening once a connection is taken (the socket file comes at bind)
+        with contextlib.suppress(OSError), contextlib.closing(socket.socket(socket.AF_UNIX)) as probe:
+            probe.connect(str(path))
             return path
         time.sleep(0.01)
     raise AssertionError("the agent did not start")
