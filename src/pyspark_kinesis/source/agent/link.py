@@ -56,17 +56,6 @@ class SubscriptionEnded(Exception):
     """The subscription ended (the service ends each after 5 minutes, or the shard's end was sent)."""
 
 
-# -- messages ---------------------------------------------------------------------------------------
-def send(sock: socket.socket, message: Any) -> None:
-    send_frame(sock, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def receive(sock: socket.socket) -> Any:
-    """The next message, or None when the peer closed the connection between messages."""
-    body = receive_frame(sock, _MAX_MESSAGE)
-    return pickle.loads(body) if body is not None else None
-
-
 # -- finding or starting the agent -------------------------------------------------------------------
 def agent_dir() -> Path:
     """This user's private directory for agent sockets (created 0700; refused if anyone else could
@@ -166,10 +155,12 @@ class UnixChannel:
         self.sock = sock
 
     def send(self, message: Any) -> None:
-        send(self.sock, message)
+        send_frame(self.sock, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
     def receive(self) -> Any:
-        return receive(self.sock)
+        """The next message, or None when the peer closed the connection between messages."""
+        body = receive_frame(self.sock, _MAX_MESSAGE)
+        return pickle.loads(body) if body is not None else None
 
     def settimeout(self, seconds: float | None) -> None:
         self.sock.settimeout(seconds)
