@@ -22,6 +22,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -180,9 +181,14 @@ class ChaosRun:
         """Spark refuses AvailableNow under async progress tracking, and switching it off on this
         checkpoint is not safe: drain with every offset durable (a processingTime run), stopped once the
         output holds everything the server still holds (or after two minutes without new rows: then the
-        check reports what is missing)."""
+        check reports what is missing). It runs with ten times the record budget, as an operator catching
+        up after a stop would (a budget changed across a restart, while tasks still fail and executors'
+        subscriptions still move): at the run's budget a backlog under task failures outlasts any timeout."""
         stop = self.work / "drain.stop"
-        drain = dict(cfg, async_ms=0, until_idle_s=120, timeout_s=timeout_s, stop_file=str(stop))
+        options = dict(cfg["options"], maxRecordsPerBatch=str(10 * self.plan.max_records_per_batch))
+        drain = dict(
+            cfg, options=options, async_ms=0, until_idle_s=120, timeout_s=timeout_s, stop_file=str(stop)
+        )
         wanted = {
             data
             for shard, seq, data in everything_in(kin, self.stream)
@@ -426,6 +432,7 @@ class ChaosRun:
             self._check(producer.acknowledged, kin)
         except Exception as exc:  # reported in the table: a run that cannot finish is a failed run
             self.result.error = f"{exc.__class__.__name__}: {exc}"[:300]
+            print(f"chaos run {self.plan.index}: {exc.__class__.__name__}: {exc}", file=sys.stderr)
         finally:
             if self.driver is not None and self.driver.poll() is None:
                 os.killpg(self.driver.pid, signal.SIGKILL)

@@ -160,6 +160,16 @@ def test_a_verified_resume_drops_the_record_it_resumed_after():
     assert seqs(cols) == ["8", "9"] and end.at_tip
 
 
+def test_a_verified_resume_that_saw_nothing_yet_keeps_no_continuation():
+    """Opened at S to check it (verify), a read that ends before S came back has lost nothing (a settled
+    page only says no push came in time) and must not keep the continuation as "after S": the next
+    batch would take S again from it, unchecked (duplicates the chaos suite found under fan-out on two
+    executors, where a read settles before its fresh subscription's first push)."""
+    cols, end, source = read([page([], behind_ms=500, settled=True)], Position.after("7"))
+    assert len(cols) == 0 and end.end == Position.after("7")
+    assert source.kept == []
+
+
 def test_a_resume_whose_record_aged_out_is_a_loss():
     with pytest.raises(DataLossError, match="sequence number 7, where the read resumes, is past retention"):
         read([page([12, 13], behind_ms=0)], Position.after("7"))

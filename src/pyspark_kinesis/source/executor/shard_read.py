@@ -126,7 +126,9 @@ class ShardRead(BatchCut):
                     break
             else:
                 raise ReadStuckError(f"{self.policy.where}: the read did not end within {MAX_STEPS} steps")
+            # (a verified open whose S has not come back yet would hand S to the next batch unchecked)
             between = opened and not (self.stop or self.closed) and self.resume.kind != INSIDE
+            between = between and self.anchor is None
             if until is None and between and self.behind < CACHE_MAX_BEHIND_MS:
                 self.holder = self.source.keep(self.resume)
         finally:
@@ -263,7 +265,8 @@ class ShardRead(BatchCut):
         or the shard's end without S, means S aged out, and records after it may have too."""
         anchor = self.anchor
         if not len(records):
-            if page.behind_ms == 0 or page.ended or page.settled:
+            # (a settled page only says that no push came in time: S may still be on its way)
+            if page.behind_ms == 0 or page.ended:
                 self.anchor = None
                 self.policy.aged_out(
                     f"sequence number {anchor}, where the read resumes, is past retention, and no record is "
