@@ -23,7 +23,7 @@ from pyspark_kinesis.source.agent import link as link_module
 from pyspark_kinesis.source.agent import process, relay
 from pyspark_kinesis.source.agent.hub import Want
 from pyspark_kinesis.source.agent.link import AgentLink, UnixChannel
-from pyspark_kinesis.source.executor.modes.fanout import FanOutPages
+from pyspark_kinesis.source.executor.modes.fanout import FanOutPages, holder_hint
 from tests.unit.scripted import SHARD, SPEC, FakeProxy, context
 from tests.unit.test_fanout_hub import FakeClient, event
 
@@ -55,6 +55,11 @@ def start_agent(client: FakeClient) -> Path:
     raise AssertionError("the agent did not start")
 
 
+def address(where: str) -> str:
+    """The relay address in a kept subscription's hint (`host:port@ms`)."""
+    return holder_hint(where)[0]
+
+
 def local_link(path: Path) -> AgentLink:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(str(path))
@@ -76,14 +81,14 @@ def kept_on(path: Path, client: FakeClient, key: bytes = KEY) -> str:
 def test_a_read_on_another_executor_continues_the_subscription_its_holder_keeps(service):
     where = kept_on(start_agent(service), service)
     assert where.startswith("127.0.0.1:")
-    remote = AgentLink.to_holder(where, CONSUMER, SHARD, KEY)
+    remote = AgentLink.to_holder(address(where), CONSUMER, SHARD, KEY)
     remote.resume(Position.after("2"), "t#1")
     service.streams[-1].events.put(event([3]))
     assert remote.next_event(2.0)["Records"].seqs.to_pylist() == ["3"]
     assert len(service.calls) == 1  # the same subscription: no SubscribeToShard from the second executor
     assert remote.keep(Position.after("3")) == where  # and it stays with its holder
     remote.close()
-    again = AgentLink.to_holder(where, CONSUMER, SHARD, KEY)
+    again = AgentLink.to_holder(address(where), CONSUMER, SHARD, KEY)
     again.resume(Position.after("3"), "t#2")
     again.close()
     assert len(service.calls) == 1
@@ -92,19 +97,21 @@ def test_a_read_on_another_executor_continues_the_subscription_its_holder_keeps(
 def test_only_a_read_of_the_same_query_run_gets_in(service):
     where = kept_on(start_agent(service), service)
     with pytest.raises(relay.RelayRefused, match="did not prove"):
-        AgentLink.to_holder(where, CONSUMER, SHARD, b"x" * 32)  # another run's key
+        AgentLink.to_holder(address(where), CONSUMER, SHARD, b"x" * 32)  # another run's key
     other_consumer = CONSUMER + "-other"  # another query's consumer: nothing of its own is kept there
     with pytest.raises(relay.RelayRefused, match="keeps no subscription"):
-        AgentLink.to_holder(where, other_consumer, SHARD, KEY)
-    remote = AgentLink.to_holder(where, CONSUMER, SHARD, KEY)
+        AgentLink.to_holder(address(where), other_consumer, SHARD, KEY)
+    remote = AgentLink.to_holder(address(where), CONSUMER, SHARD, KEY)
     with pytest.raises(relay.RelayRefused, match="not kept at that position"):
         remote.resume(Position.after("1"), "t#1")
     remote.close()
-    assert AgentLink.to_holder(where, CONSUMER, SHARD, KEY) is not None  # still kept for the right read
+    assert (
+        AgentLink.to_holder(address(where), CONSUMER, SHARD, KEY) is not None
+    )  # still kept for the right read
 
 
 def test_a_run_without_a_key_keeps_nothing_for_other_executors(service):
-    assert kept_on(start_agent(service), service, key=b"") == ""
+    assert address(kept_on(start_agent(service), service, key=b"")) == ""
 
 
 def test_a_reader_that_does_not_know_the_key_is_refused_by_the_holder():
@@ -179,12 +186,29 @@ def test_a_read_whose_holder_is_lost_subscribes_where_it_runs(service, monkeypat
     pages.close()
 
 
+def test_a_read_whose_holder_is_lost_keeps_the_spacing_from_the_holders_subscription(service, monkeypatch):
+    """SubscribeToShard is refused within 5 s (here 0.2 s) of the last successful one for the consumer
+    and shard, whichever executor made it: a read on B whose holder A is lost learns from the hint when
+    A subscribed, and B's agent waits out the rest before it subscribes."""
+    a_path, b_path = start_agent(service), start_agent(service)
+    where = kept_on(a_path, service)
+    monkeypatch.setattr(link_module, "socket_path", lambda owner: b_path)
+    with contextlib.closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))
+        lost = f"127.0.0.1:{probe.getsockname()[1]}@{holder_hint(where)[1]}"
+    pages = FanOutPages(replace(context(FakeProxy(), seconds=2.0), holder=lost, relay_key=KEY))
+    assert pages.open(Position.after("2"), verify=False, reuse=True) is True
+    pages.close()
+    (a_call, _a), (b_call, _b) = service.calls
+    assert b_call - a_call >= 0.19, b_call - a_call
+
+
 def test_a_remote_read_may_pause_longer_than_the_handshake_may_take(service, monkeypatch):
     """The handshake is bounded in time; the conversation after it is paced by the read (a backoff
     between two asks must not cost the subscription)."""
     monkeypatch.setattr(relay, "HANDSHAKE_TIMEOUT_S", 0.6)
     where = kept_on(start_agent(service), service)
-    remote = AgentLink.to_holder(where, CONSUMER, SHARD, KEY)
+    remote = AgentLink.to_holder(address(where), CONSUMER, SHARD, KEY)
     time.sleep(1.0)
     remote.resume(Position.after("2"), "t#1")
     time.sleep(1.0)

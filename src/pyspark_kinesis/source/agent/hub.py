@@ -46,6 +46,7 @@ class Want:
     batch: str = ""
     verify: bool = False
     relay_key: bytes = b""  # the query run's key: reads on other executors that know it may continue
+    subscribed_ms: int = 0  # when the shard's last read's subscription was opened, by any agent (0: unknown)
 
     @property
     def key(self) -> Key:
@@ -54,18 +55,26 @@ class Want:
 
 class Spacing:
     """When SubscribeToShard was last called and last succeeded, per consumer and shard, so that calls
-    wait for the service's spacing instead of being refused."""
+    wait for the service's spacing instead of being refused. What another executor's agent did is known
+    only through the read (`Want.subscribed_ms`, from the shard's last batch-end record): a read whose
+    holder was lost still waits out the 5 s after that holder's subscription."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._called: dict[Key, float] = {}
         self._succeeded: dict[Key, float] = {}
 
-    def before_subscribe(self, key: Key) -> None:
+    def before_subscribe(self, key: Key, elsewhere_ms: int = 0) -> None:
+        """Wait for the key's turn; `elsewhere_ms`: the wall-clock time of a successful subscription
+        another agent made (another executor's clock: never waited on for more than the rule's 5 s)."""
         with self._lock:
             now = time.monotonic()
+            elsewhere = 0.0
+            if elsewhere_ms > 0:
+                elsewhere = elsewhere_ms / 1000.0 + RESUBSCRIBE_AFTER_S - time.time()
+                elsewhere = min(max(0.0, elsewhere), RESUBSCRIBE_AFTER_S)
             turn = max(
-                now,
+                now + elsewhere,
                 self._called.get(key, -1e9) + SUBSCRIBE_SPACING_S,
                 self._succeeded.get(key, -1e9) + RESUBSCRIBE_AFTER_S,
             )
@@ -93,6 +102,7 @@ class HeldSubscription:
         self.batch = ""  # the batch of the read that holds it (see `SubscriptionHub.next_for`)
         self.relay_key = b""  # the key of the query run that opened it (see `relay`)
         self.behind = -1  # MillisBehindLatest of the last event handed out
+        self.subscribed_ms = 0  # wall-clock time the service accepted it (see `Spacing`)
         self.since = time.monotonic()
         self.closing = False
         self._items: collections.deque[tuple[str, Any]] = collections.deque()
@@ -174,7 +184,7 @@ class SubscriptionHub:
                 kept.batch = want.batch
                 return kept, False
             kept.close()
-        self.spacing.before_subscribe(key)
+        self.spacing.before_subscribe(key, want.subscribed_ms)
         try:
             subscription = Subscription(
                 self.client_for(want.spec), want.consumer, want.shard, want.position, want.verify
@@ -190,6 +200,7 @@ class SubscriptionHub:
             self.spacing.answered(key, ok=False)
             raise first[1]
         self.spacing.answered(key, ok=True)
+        held.subscribed_ms = int(time.time() * 1000)
         return held, True
 
     def relay_key_of(self, key: Key) -> bytes | None:

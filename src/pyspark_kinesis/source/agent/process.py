@@ -91,9 +91,10 @@ class _Session:
             self.hub.leave()
 
     def _where(self, held: HeldSubscription) -> str:
-        """Where a kept subscription can be continued from: this agent's relay address, for the reads
-        of a query run that gave a key."""
-        return self.address if held.relay_key else ""
+        """Where a kept subscription can be continued from, `address@ms`: this agent's relay address
+        (for the reads of a query run that gave a key; else empty) and when the subscription was opened
+        (a read elsewhere that cannot continue it keeps the service's spacing from then: see `Spacing`)."""
+        return f"{self.address if held.relay_key else ''}@{held.subscribed_ms}"
 
     def answer(self, message: tuple) -> tuple[str, Any]:
         hub, held, op = self.hub, self.held, message[0]

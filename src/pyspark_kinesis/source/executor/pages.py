@@ -102,9 +102,9 @@ class PageSource(Protocol):
 
     def keep(self, position: Position) -> str:
         """The read ended between two pages at `position`: keep the continuation for the shard's next
-        batch (in this process, or the executor's agent), if the source can. Returns where a read on
-        another executor finds it (recorded with the batch end, handed to the next read as
-        `ReadContext.holder`), or "" when only this executor can continue it."""
+        batch (in this process, or the executor's agent), if the source can. Returns a hint for the
+        shard's next read, wherever it runs (recorded with the batch end, handed to that read as
+        `ReadContext.holder`; its form is the mode's own), or "" when there is nothing to say."""
         ...
 
     def close(self) -> None:

@@ -192,8 +192,9 @@ class ShardEnd:
     # data ages out (TRIM_HORIZON, a timestamp), so a replay can tell it starts where the first attempt did.
     first: tuple[str, int] | None = None
     unrun: bool = False  # closed by the driver for a task that never ran: nothing was read
-    # Where the read kept its continuation for the shard's next batch, when another executor can reach
-    # it (enhanced fan-out: the holding agent's host:port, see `agent.relay`). A hint, never a position.
+    # Where the read kept its continuation for the shard's next batch, in the read mode's own words
+    # (enhanced fan-out: `host:port@ms`, the holding agent's relay address and when its subscription was
+    # opened, see `agent.relay` and `agent.hub.Spacing`). A hint, never a position.
     holder: str = ""
 
     @staticmethod

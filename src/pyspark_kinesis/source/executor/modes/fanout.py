@@ -11,9 +11,11 @@ is fan-out's own:
   forever), and the agent hands a kept subscription again only to a read that starts exactly where
   the last one ended.
 - A subscription stays with the agent that opened it: when the shard's last read kept it on another
-  executor (`ReadContext.holder`), this read takes its events from that agent (`agent.relay`), and
-  subscribes where it runs only when that holder keeps none at the read's start (lost, expired, or
-  read from elsewhere since). So executors never take a shard from each other batch after batch.
+  executor (`ReadContext.holder`, `host:port@ms`), this read takes its events from that agent
+  (`agent.relay`), and subscribes where it runs only when that holder keeps none at the read's start
+  (lost, expired, or read from elsewhere since). So executors never take a shard from each other batch
+  after batch; and a read whose holder was lost still waits out the service's 5 s from that holder's
+  subscription (the `ms`), so the rule holds across executors, not only within one agent.
 - What a page says of the tip: an event with MillisBehindLatest 0 pushed before the read started
   (it waited in the agent) says nothing about now, so it counts as "not known"; an event while more
   events already wait is "full". A running query's read (not AvailableNow, not a replay) waits at most
@@ -62,6 +64,14 @@ REPLAY_IDLE_WAITS = 6  # ...and takes this many empty waits in a row as a broken
 _EMPTY = Records.from_lists([], [], [], [])
 
 
+def holder_hint(holder: str) -> tuple[str, int]:
+    """`host:port@ms` (see `agent.process`) as (relay address or "", when the holder subscribed or 0)."""
+    address, _at, since = holder.rpartition("@")
+    if not _at:
+        return holder, 0  # (written before the time was added)
+    return address, int(since) if since.isdigit() else 0
+
+
 class FanOutPages:
     """The SubscribeToShard events of one shard read, through the executor's fan-out agent."""
 
@@ -80,7 +90,8 @@ class FanOutPages:
 
     # -- the subscription ----------------------------------------------------------------------------
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
-        if reuse and self.context.holder and self.context.relay_key and self._from_holder(position):
+        address, subscribed_ms = holder_hint(self.context.holder)
+        if reuse and address and self.context.relay_key and self._from_holder(address, position):
             self.subscribed, self.position, self.idle = True, position, 0
             return False
         try:
@@ -97,6 +108,7 @@ class FanOutPages:
                 self.context.batch_key,
                 verify,
                 self.context.relay_key,
+                subscribed_ms,
             )
             fresh = self.link.open(want)
         except STREAM_ERRORS as exc:
@@ -104,13 +116,11 @@ class FanOutPages:
         self.subscribed, self.position, self.idle = True, position, 0
         return fresh
 
-    def _from_holder(self, position: Position) -> bool:
-        """Continue the subscription the shard's last read kept at `position` in the agent named by
-        `ReadContext.holder` (this executor's or another's); False when it keeps none there."""
+    def _from_holder(self, address: str, position: Position) -> bool:
+        """Continue the subscription the shard's last read kept at `position` in the agent at `address`
+        (this executor's or another's); False when it keeps none there."""
         try:
-            link = AgentLink.to_holder(
-                self.context.holder, self.consumer, self.context.shard, self.context.relay_key
-            )
+            link = AgentLink.to_holder(address, self.consumer, self.context.shard, self.context.relay_key)
         except RelayRefused:
             return False
         try:
