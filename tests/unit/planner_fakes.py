@@ -73,6 +73,7 @@ class FakeKinesis:
     checks: Counter = field(default_factory=Counter)  # DescribeStreamSummary calls (same-stream checks)
     failures: int = 0  # how many of the next listings fail (throttled, region down)
     created: dict[str, int] = field(default_factory=dict)  # creation time per stream (default CREATED)
+    lagging: list[list[ShardInfo]] = field(default_factory=list)  # answered first: listings behind the stream
 
     def factory(self, spec: StreamSpec) -> FakeProxy:
         return FakeProxy(self, spec)
@@ -95,7 +96,8 @@ class FakeProxy:
         if self.kinesis.failures > 0:
             self.kinesis.failures -= 1
             raise StreamAccessError(f"ListShards failed for {self.spec.key} (injected)")
-        listed = list(self.kinesis.shards[self.spec.key])
+        lagging = self.kinesis.lagging
+        listed = list(lagging.pop(0) if lagging else self.kinesis.shards[self.spec.key])
         return [s for s in listed if not s.closed] if open_only else listed
 
 

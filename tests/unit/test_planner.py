@@ -286,6 +286,74 @@ def test_available_now_does_not_end_while_a_closed_shards_children_are_unlisted(
     assert list(second.tasks().values()) == [[(A, "c1")]]
 
 
+def test_available_now_lists_again_when_a_listing_lacks_the_children_a_closed_shard_named():
+    """The forced listing answers, but from before the reshard reached it (ListShards is eventually
+    consistent): without the children ChildShards named, it is not taken as complete."""
+    kinesis, h, planner, first = available_now_over_one_shard()
+    closed = read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())
+    h.run(first, {(A, "p"): replace(closed, children=("c1",))})
+    kinesis.shards[A] = [shard("p", closed=True), shard("c1", "p")]
+    kinesis.lagging = [[shard("p", closed=True)]]
+    second = planner.next_offset(first, None, None)
+    assert list(second.tasks().values()) == [[(A, "c1")]]
+    assert not kinesis.lagging  # the lagging listing was asked, and not believed
+
+
+def test_a_shard_listed_closed_is_planned_closed():
+    """ListShards' ending sequence number reaches the read (which then reads through empty pages to the
+    shard's end instead of taking an empty page for the tip)."""
+    kinesis = FakeKinesis({A: [shard("p", closed=True)]})
+    planner = Harness(config("a"), kinesis, Clock()).planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    assert first.state((A, "p")).closed
+    h = one_stream()
+    planner = h.planner()
+    assert not planner.next_offset(planner.initial_offset(), None, None).state((A, "s0")).closed
+
+
+def test_a_record_limit_below_the_shard_count_plans_no_shard_without_budget():
+    """One record for two shards: a batch reads one shard with a budget of one, never a shard with
+    none (a budget of 0 reads without a limit); over two batches both shards get their turn."""
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), 1, None)
+    planned = [s for s in first.streams[A].values() if s.task != -1]
+    assert [s.max_records for s in planned] == [1]
+    h.run(
+        first,
+        {
+            ref: read(first.state(ref).position, 1, tip=False)
+            for refs in first.tasks().values()
+            for ref in refs
+        },
+    )
+    second = planner.next_offset(first, 1, None)
+    read_first = {ref for refs in first.tasks().values() for ref in refs}
+    read_second = {ref for refs in second.tasks().values() for ref in refs}
+    assert [second.state(ref).max_records for ref in read_second] == [1]
+    assert read_first | read_second == {(A, "s0"), (A, "s1")}
+
+
+def test_a_planner_restarted_after_several_batches_goes_on_from_the_last_recorded_ends():
+    """A driver restarted at batch 3 (fresh caches, same metadataPath) plans batch 4 from batch 3's
+    recorded ends, not from any earlier batch's."""
+    h = one_stream()
+    planner = h.planner()
+    offset = planner.next_offset(planner.initial_offset(), None, None)
+    for _batch in range(3):
+        h.run(offset)
+        offset = planner.next_offset(offset, None, None)
+    assert offset.batch == 3
+    ends = {(A, "s0"): Position.after("3300"), (A, "s1"): Position.after("3301")}
+    h.run(offset, {ref: read(offset.state(ref).position, 7, tip=False, end=end) for ref, end in ends.items()})
+    restarted = h.planner().next_offset(offset, None, None)
+    assert restarted.batch == 4
+    assert {sid: s.position for sid, s in restarted.streams[A].items()} == {
+        "s0": Position.after("3300"),
+        "s1": Position.after("3301"),
+    }
+
+
 def test_available_now_fails_rather_than_end_with_children_unread():
     kinesis, h, planner, first = available_now_over_one_shard()
     h.run(first, {(A, "p"): read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())})
