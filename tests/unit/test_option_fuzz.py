@@ -117,3 +117,91 @@ def test_source_options_end_in_a_config_or_a_clear_error(options, secret_options
 )
 def test_sink_options_end_in_a_config_or_a_clear_error(options, secret_options):
     check(parse_sink_options, {**options, **secret_options}, SinkConfig)
+
+
+# -- mostly valid configurations -------------------------------------------------------------------
+# Values each option accepts, and one it refuses, so that a generated configuration is usually valid
+# (the checks above then run on real configs: the secret-in-repr check, the parse of every option) and
+# sometimes wrong in exactly one option (the error must name that option).
+VALID: dict[str, list[str]] = {
+    "startingPosition": ["LATEST", "TRIM_HORIZON", "trim_horizon", "AT_TIMESTAMP:2026-01-01T00:00:00Z"],
+    "maxRecordsPerBatch": ["1", "500", "1000000"],
+    "maxBytesPerBatch": ["1", "1048576"],
+    "maxRecordsPerShard": ["1", "10000"],
+    "maxBytesPerShard": ["1024", "67108864"],
+    "maxFetchTimeMs": ["100", "10000"],
+    "shardAssigner": ["balanced", "hash_range", "hash_mod"],
+    "targetTasks": ["1", "8"],
+    "maxShardsPerTask": ["1", "4"],
+    "shardReadBytesPerSecond": ["0", "2000000"],
+    "idlePollIntervalMs": ["0", "500"],
+    "shardDiscoveryIntervalMs": ["1000", "60000"],
+    "consumerType": ["polling", "efo"],
+    "fanOutRelay": ["true", "false"],
+    "failOnDataLoss": ["true", "false"],
+    "onCorruptAggregate": ["passThrough", "fail"],
+    "retryMode": ["legacy", "standard", "adaptive"],
+    "maxAttempts": ["1", "10"],
+    "connectTimeoutMs": ["1000", "5000"],
+    "readTimeoutMs": ["1000", "30000"],
+    "awsSecretKey": ["S3CR3T-abcdefgh-VALUE"],
+    "sessionToken": ["S3CR3T-token-VALUE"],
+    "roleArn": ["arn:aws:iam::123456789012:role/r"],
+    "externalId": ["S3CR3T-external-VALUE"],
+}
+INVALID: dict[str, str] = {
+    "startingPosition": "AT_TIMESTAMP:yesterday",
+    "maxRecordsPerBatch": "-5",
+    "shardAssigner": "nearest",
+    "consumerType": "push",
+    "fanOutRelay": "maybe",
+    "failOnDataLoss": "perhaps",
+    "retryMode": "eager",
+    "maxAttempts": "0",
+    "idlePollIntervalMs": "soon",
+}
+DRAWN: dict[str, int] = {"valid": 0, "wrong": 0}
+
+
+@pytest.fixture(scope="module")
+def drawn():
+    """After the fuzz below: it really built valid configurations most of the time (a generator that
+    ends in an error for nearly every example checks nearly nothing), and wrong ones too."""
+    yield DRAWN
+    total = DRAWN["valid"] + DRAWN["wrong"]
+    assert total >= 100 and DRAWN["valid"] >= 0.6 * total and DRAWN["wrong"] >= 0.05 * total, DRAWN
+
+
+BASE = {
+    "streamName": "orders",
+    "region": "eu-west-1",
+    "endpointUrl": "http://127.0.0.1:1",
+    "metadataPath": "/m",
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(sorted(VALID)), st.integers(0, 3), max_size=10),
+    st.one_of(st.none(), st.none(), st.none(), st.sampled_from(sorted(INVALID))),
+)
+def test_valid_configurations_parse_and_one_wrong_option_is_named(drawn, picks, wrong):
+    """Drawn from values each option accepts, a configuration parses (with the options that go together
+    given together); with one option given a value it refuses, the error names that option."""
+    options = dict(BASE) | {k: VALID[k][i % len(VALID[k])] for k, i in picks.items()}
+    if "awsSecretKey" in options or "sessionToken" in options:  # (the options that go together)
+        options |= {"awsAccessKeyId": "AKIDEXAMPLE", "awsSecretKey": VALID["awsSecretKey"][0]}
+    if "externalId" in options:
+        options["roleArn"] = VALID["roleArn"][0]
+    if wrong is not None:
+        drawn["wrong"] += 1
+        options[wrong] = INVALID[wrong]
+        with pytest.raises(OptionError, match=f"Kinesis option '{wrong}'"):
+            parse_options(options, streaming=True)
+        check(lambda o: parse_options(o, streaming=True), options, SourceConfig)
+        return
+    config = parse_options(options, streaming=True)
+    drawn["valid"] += 1
+    assert isinstance(config, SourceConfig)
+    for secret in secret_values(options):
+        assert secret not in repr(config)
