@@ -134,6 +134,7 @@ class FaultProxy:
                 operation = target.rsplit(".", 1)[-1]
                 if proxy.refuse_next(agent, operation):
                     send_fault(self, "limit")
+                    proxy.note(f"refused {operation}")
                     return
                 refused = proxy.aged.refusal(operation, body)
                 if refused is not None:
@@ -158,9 +159,11 @@ class FaultProxy:
                     self.wfile.write(payload[: len(payload) // 2])
                     self.wfile.flush()
                     self.close_connection = True
+                    proxy.note(fault)
                     return
                 if fault is not None:
                     send_fault(self, fault)
+                    proxy.note(fault)  # counted once delivered (a client gone meanwhile got none)
                     return
                 if target.endswith(".PutRecords") and proxy.reject_fraction > 0:
                     status, headers, payload = proxy.put_records(self.headers, body)
@@ -202,13 +205,12 @@ class FaultProxy:
         return agent
 
     def refuse_next(self, agent: str, operation: str) -> bool:
-        """Whether this call is one of the next `fail_next` calls to refuse (counted when answered)."""
+        """Whether this call is one of the next `fail_next` calls to refuse (counted once answered)."""
         with self.lock:
             left = self.fail_next.get((agent, operation), 0)
             if left <= 0:
                 return False
             self.fail_next[(agent, operation)] = left - 1
-        self.note(f"refused {operation}")
         return True
 
     def note(self, kind: str) -> None:
@@ -222,19 +224,18 @@ class FaultProxy:
             return
         with self.lock:
             hold = self.rng.uniform(0, longest) if self.rng.random() < rate else 0.0
-            if hold:
-                self.injected["delay"] = self.injected.get("delay", 0) + 1
         if hold:
             time.sleep(hold)
+            self.note("delay")
 
     def pick_fault(self, faults: dict[str, float]) -> str | None:
+        """The fault this call gets, if any (drawn here, counted by `note` once delivered)."""
         if not faults:
             return None  # no draw: a proxy's fault sequence depends only on the calls that can fault
         with self.lock:
             draw = self.rng.random()
             for kind, rate in faults.items():
                 if draw < rate:
-                    self.injected[kind] = self.injected.get(kind, 0) + 1
                     return kind
                 draw -= rate
         return None
@@ -282,6 +283,7 @@ class FaultProxy:
             )
         if fault is not None:
             send_fault(handler, fault)
+            self.note(fault)
             return
 
         def first(message: tuple[str, str]) -> None:
