@@ -13,7 +13,7 @@ from pyspark.sql.datasource import (
 )
 
 from .source.options import parse_options, refuse_fan_out_for_batch_reads
-from .source.readers import KinesisBatchReader, KinesisStreamReader
+from .source.readers import KinesisBatchReader, stream_reader
 from .source.schema import SPARK_SCHEMA
 
 
@@ -39,7 +39,7 @@ class KinesisDataSource(DataSource):
         return options
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return KinesisStreamReader(parse_options(self.options, streaming=True))
+        return stream_reader(parse_options(self.options, streaming=True))
 
     def reader(self, schema: Any) -> DataSourceReader:
         config = parse_options(self._batch_options(), streaming=False)
@@ -58,8 +58,8 @@ class KinesisDataSource(DataSource):
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         from .sink.options import parse_sink_options
-        from .sink.writers import KinesisStreamWriter, check_schema, check_stream
+        from .sink.writers import check_schema, check_stream, stream_writer
 
         config = parse_sink_options(self.options)
         check_schema(schema, config)
-        return KinesisStreamWriter(check_stream(config))
+        return stream_writer(check_stream(config))

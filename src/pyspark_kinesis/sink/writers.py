@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from .. import spark_api
 from ..aws.kinesis import KinesisProxy, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
@@ -191,12 +192,31 @@ class KinesisBatchWriter(DataSourceArrowWriter):
         log.info("Kinesis sink wrote %s", _summary(list(messages)))
 
 
-class KinesisStreamWriter(DataSourceStreamArrowWriter):
+ROWS_PER_BATCH = 1000  # PySpark 4.0 hands a streaming writer rows: grouped into Arrow batches this size
+
+
+def rows_to_batches(rows: Iterator[Any], size: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """PySpark 4.0's streaming writer gets `Row`s (4.1+ gets Arrow batches): the same partition writer
+    takes them as Arrow batches of `size` rows."""
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row.asDict())
+        if len(chunk) >= size:
+            yield pa.RecordBatch.from_pylist(chunk)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk)
+
+
+class KinesisStreamWriter(DataSourceStreamWriter):
+    """`df.writeStream.format("kinesis")`. On PySpark 4.1+ Spark feeds it Arrow batches (see
+    `stream_writer`), on 4.0 rows."""
+
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return write_partition(self.config, iterator)
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return write_partition(self.config, rows_to_batches(iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("Kinesis sink batch %d wrote %s", batchId, _summary(list(messages)))
@@ -207,3 +227,17 @@ class KinesisStreamWriter(DataSourceStreamArrowWriter):
             batchId,
             _summary(list(messages)),
         )
+
+
+if spark_api.ARROW_STREAM_WRITER:
+
+    class KinesisStreamArrowWriter(KinesisStreamWriter, spark_api.DataSourceStreamArrowWriter):
+        def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+            return write_partition(self.config, iterator)
+
+
+def stream_writer(config: SinkConfig) -> KinesisStreamWriter:
+    """The streaming writer for the running PySpark (see `spark_api`)."""
+    if spark_api.ARROW_STREAM_WRITER:
+        return KinesisStreamArrowWriter(config)
+    return KinesisStreamWriter(config)

@@ -17,14 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 
+from .. import spark_api
 from .executor.task import BackfillSlice, read_backfill, read_task
 from .options import SourceConfig
 from .state.offsets import SourceOffset, TaskPlan
@@ -43,8 +37,16 @@ class KinesisPartition(InputPartition):
         self.plan = plan
 
 
-class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """`spark.readStream.format("kinesis")`: offsets and tasks from the planner, rows from `read_task`."""
+class KinesisStreamReader(DataSourceStreamReader):
+    """`spark.readStream.format("kinesis")`: offsets and tasks from the planner, rows from `read_task`.
+
+    On PySpark 4.2+ Spark hands `latestOffset` the batch's start and read limit; on 4.0/4.1 it calls it
+    without arguments (see `spark_api`), and the reader plans from the newest offset it has seen
+    instead: the initial one, every offset Spark passed to `partitions`/`commit` (a restarted query's
+    last logged offset arrives as `partitions(X, X)`: Spark's `setLatestSeenOffset`), and every one it
+    returned. The planner is the same either way: it bounds each batch by the options' limits, and a
+    batch planned again gets the offset it was planned with (its marker under metadataPath).
+    """
 
     def __init__(self, config: SourceConfig) -> None:
         from .driver.discovery import resolve_streams
@@ -56,9 +58,15 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # This run's key for enhanced fan-out reads of subscriptions another executor holds (see
         # `agent.relay`): made here, on the driver, and given to tasks inside their partitions.
         self.relay_key = secrets.token_bytes(32) if self.config.fan_out and self.config.fan_out_relay else b""
+        self._seen: SourceOffset | None = None  # the newest offset Spark showed (PySpark 4.0/4.1)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "_planner": None, "relay_key": b""}
+        return {"config": self.config, "_planner": None, "relay_key": b"", "_seen": None}
+
+    def _see(self, offset: SourceOffset) -> SourceOffset:
+        if self._seen is None or offset.batch >= self._seen.batch:
+            self._seen = offset
+        return offset
 
     @property
     def planner(self) -> Planner:
@@ -79,30 +87,34 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- driver side ------------------------------------------------------------------------------
     def initialOffset(self) -> dict:
-        return self.planner.initial_offset().to_json()
+        return self._see(self.planner.initial_offset()).to_json()
 
-    def getDefaultReadLimit(self) -> ReadLimit:
+    def getDefaultReadLimit(self) -> spark_api.ReadLimit:
+        """(PySpark 4.2+.)"""
         if self.config.max_records_per_batch:
-            return ReadMaxRows(self.config.max_records_per_batch)
+            return spark_api.ReadMaxRows(self.config.max_records_per_batch)
         if self.config.max_bytes_per_batch:
-            return ReadMaxBytes(self.config.max_bytes_per_batch)
-        return ReadAllAvailable()
+            return spark_api.ReadMaxBytes(self.config.max_bytes_per_batch)
+        return spark_api.ReadAllAvailable()
 
-    def prepareForTriggerAvailableNow(self) -> None:
-        from .driver.discovery import now_ms
-
-        self.planner.cutoff_ms = now_ms()
-
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        max_rows = max_bytes = None
-        if not isinstance(limit, ReadAllAvailable):
-            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.config.max_records_per_batch
-            max_bytes = (
-                limit.max_bytes if isinstance(limit, ReadMaxBytes) else self.config.max_bytes_per_batch
-            )
-        offset = SourceOffset.from_json(start)
+    def latestOffset(self, start: dict | None = None, limit: spark_api.ReadLimit | None = None) -> dict:
+        """The next batch's offset (or `start` when there is nothing to read now). Without arguments
+        (PySpark 4.0/4.1), from the newest offset seen and the options' batch limits."""
+        max_rows, max_bytes = self.config.max_records_per_batch, self.config.max_bytes_per_batch
+        if start is None:
+            offset = self._seen if self._seen is not None else self._see(self.planner.initial_offset())
+        else:
+            offset = SourceOffset.from_json(start)
+            if isinstance(limit, spark_api.ReadAllAvailable):
+                max_rows = max_bytes = None
+            elif isinstance(limit, spark_api.ReadMaxRows):
+                max_rows = limit.max_rows
+            elif isinstance(limit, spark_api.ReadMaxBytes):
+                max_bytes = limit.max_bytes
         nxt = self.planner.next_offset(offset, max_rows, max_bytes)
-        return start if nxt is offset else nxt.to_json()
+        if nxt is offset:
+            return start if start is not None else offset.to_json()
+        return self._see(nxt).to_json()
 
     def reportLatestOffset(self) -> dict | None:
         """Lag per stream, shown as `sources[].latestOffset` in the query's progress (see `driver.lag`)."""
@@ -111,9 +123,9 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         from .driver.planner import plan_tasks
 
+        offset = self._see(SourceOffset.from_json(end))
         if start == end:
             return []
-        offset = SourceOffset.from_json(end)
         self.planner.check_replay(offset)
         plans = plan_tasks(offset, self.config, self.planner.holders, self.relay_key)
         return [KinesisPartition(plan) for plan in plans]
@@ -121,12 +133,31 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         """Spark committed the batch `end` ends: the records of it and before it can go (see
         `BatchEndLog.collect`). It lags a batch, and the last batch of a run may never be committed."""
-        self.planner.committed(SourceOffset.from_json(end))
+        self.planner.committed(self._see(SourceOffset.from_json(end)))
 
     # -- executor side ----------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, TaskPlan)
         yield from read_task(self.config, partition.plan)
+
+
+if spark_api.ADMISSION_CONTROL:
+
+    class KinesisAvailableNowReader(KinesisStreamReader, spark_api.SupportsTriggerAvailableNow):
+        """PySpark 4.2+: `trigger(availableNow=True)` reads what was there when the run started, in as
+        many batches as the limits make, then stops."""
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            from .driver.discovery import now_ms
+
+            self.planner.cutoff_ms = now_ms()
+
+
+def stream_reader(config: SourceConfig) -> KinesisStreamReader:
+    """The stream reader for the running PySpark (see `spark_api`)."""
+    if spark_api.ADMISSION_CONTROL:
+        return KinesisAvailableNowReader(config)
+    return KinesisStreamReader(config)
 
 
 def _keep_alive(planner: Planner) -> None:

@@ -1,0 +1,67 @@
+"""What the running PySpark's Python Data Source API offers, found once, so the adapters stay thin.
+
+The connector installs into the Spark its users already run, and the Python Data Source API grew
+across the 4.x line:
+
+- PySpark 4.2 (SPARK-55304) gave Python stream readers admission control: `latestOffset(start, limit)`,
+  `getDefaultReadLimit()`, `reportLatestOffset()` (lag in the query's progress) and
+  `SupportsTriggerAvailableNow`. On 4.0 and 4.1 Spark calls `latestOffset()` without arguments and runs
+  `trigger(availableNow=True)` / `trigger(once=True)` as one batch up to the offset that call returned.
+- PySpark 4.1 added `DataSourceStreamArrowWriter` (a streaming sink fed Arrow batches); on 4.0 a streaming
+  writer gets rows.
+
+Batch limits and exact replays do not depend on any of it: the planner bounds every batch itself and a
+replay reads exactly its logged range on every version (see `source.readers`).
+"""
+
+from __future__ import annotations
+
+import pyspark
+
+SPARK_VERSION: tuple[int, int] = tuple(int(part) for part in pyspark.__version__.split(".")[:2])  # type: ignore[assignment]
+
+try:  # PySpark 4.2+
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxBytes,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # PySpark 4.0 / 4.1
+    ADMISSION_CONTROL = False
+    ReadAllAvailable = ReadLimit = ReadMaxBytes = ReadMaxRows = SupportsTriggerAvailableNow = None  # type: ignore[assignment,misc]
+else:
+    ADMISSION_CONTROL = True
+
+try:  # PySpark 4.1+
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # PySpark 4.0
+    ARROW_STREAM_WRITER = False
+    DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
+else:
+    ARROW_STREAM_WRITER = True
+
+
+def describe() -> str:
+    """For messages and docs: the version and what follows from it."""
+    if ADMISSION_CONTROL:
+        return f"PySpark {pyspark.__version__}: admission control, AvailableNow in several batches, lag in progress"
+    return (
+        f"PySpark {pyspark.__version__}: no admission control for Python sources (the connector bounds each "
+        "batch itself); availableNow/once run one batch; lag from the batch-end records"
+    )
+
+
+__all__ = [
+    "ADMISSION_CONTROL",
+    "ARROW_STREAM_WRITER",
+    "SPARK_VERSION",
+    "DataSourceStreamArrowWriter",
+    "ReadAllAvailable",
+    "ReadLimit",
+    "ReadMaxBytes",
+    "ReadMaxRows",
+    "SupportsTriggerAvailableNow",
+    "describe",
+]

@@ -1,0 +1,92 @@
+"""The stream reader on both shapes of PySpark's API (`spark_api`): PySpark 4.2+ hands `latestOffset`
+the start and a read limit; 4.0/4.1 call it without arguments, and a restarted query's last logged
+offset reaches the reader only as `partitions(X, X)` (Spark's `setLatestSeenOffset`). Planned by the
+real planner over fakes (planner_fakes.py), no Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyspark_kinesis import spark_api
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.readers import KinesisStreamReader
+from pyspark_kinesis.source.state.offsets import SourceOffset
+from tests.unit.planner_fakes import Harness, arn, one_stream, read
+
+A = arn("a")
+
+
+def reader_for(h: Harness) -> KinesisStreamReader:
+    """A reader as a (re)started query's planner process has it (its constructor would ask AWS)."""
+    reader = object.__new__(KinesisStreamReader)
+    reader.config, reader.relay_key, reader._seen = h.config, b"", None
+    reader._planner = h.planner()
+    return reader
+
+
+def ends_after(h: Harness, offset_json: dict, seq: int) -> None:
+    offset = SourceOffset.from_json(offset_json)
+    h.run(
+        offset,
+        {
+            ref: read(offset.state(ref).position, 3, tip=False, end=Position.after(str(seq)))
+            for refs in offset.tasks().values()
+            for ref in refs
+        },
+    )
+
+
+def test_without_arguments_the_reader_plans_from_the_newest_offset_it_has_seen():
+    h = one_stream(maxRecordsPerBatch="6")
+    reader = reader_for(h)
+    first = reader.latestOffset()
+    assert first["batch"] == 0
+    assert (
+        sum(s.max_records for s in SourceOffset.from_json(first).streams[A].values()) == 6
+    )  # the option's limit
+    ends_after(h, first, 500)
+    second = reader.latestOffset()
+    assert second["batch"] == 1 and second["token"] == first["token"]
+    assert {s.position for s in SourceOffset.from_json(second).streams[A].values()} == {Position.after("500")}
+
+
+def test_a_restarted_query_goes_on_from_its_last_logged_offset():
+    """Restarted, Spark 4.0/4.1 shows the reader its last logged offset as partitions(X, X), replays that
+    batch, then asks for the next one without arguments: it follows X, not a new start."""
+    h = one_stream()
+    before = reader_for(h)
+    first = before.latestOffset()
+    ends_after(h, first, 500)
+    second = before.latestOffset()
+    restarted = reader_for(h)
+    assert restarted.partitions(second, second) == []
+    ends_after(h, second, 900)
+    third = restarted.latestOffset()
+    assert third["batch"] == 2 and third["token"] == first["token"]
+    assert {s.position for s in SourceOffset.from_json(third).streams[A].values()} == {Position.after("900")}
+
+
+def test_a_replayed_older_batch_does_not_move_the_reader_back():
+    h = one_stream()
+    reader = reader_for(h)
+    first = reader.latestOffset()
+    ends_after(h, first, 500)
+    second = reader.latestOffset()
+    reader.commit(first)
+    assert reader._seen is not None and reader._seen.batch == second["batch"]
+
+
+@pytest.mark.skipif(
+    not spark_api.ADMISSION_CONTROL, reason="read limits reach Python sources from PySpark 4.2"
+)
+def test_with_arguments_the_read_limit_given_wins():
+    h = one_stream(maxRecordsPerBatch="6")
+    reader = reader_for(h)
+    start = reader.initialOffset()
+    planned = reader.latestOffset(start, spark_api.ReadMaxRows(2))
+    assert (
+        sum(s.max_records for s in SourceOffset.from_json(planned).streams[A].values() if s.task != -1) == 2
+    )
+    everything = reader_for(one_stream(maxRecordsPerBatch="6"))
+    unbounded = everything.latestOffset(everything.initialOffset(), spark_api.ReadAllAvailable())
+    assert all(s.max_records == -1 for s in SourceOffset.from_json(unbounded).streams[A].values())
