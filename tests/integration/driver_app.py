@@ -96,27 +96,39 @@ def main() -> None:
         schema = df.schema.add("pos", "long")
         spark.createDataFrame(indexed, schema).write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
 
-    stream = reader.load().writeStream.option("checkpointLocation", cfg["checkpoint"])
-    if cfg.get("sink") == "foreach":
-        writer = stream.foreach(PartitionFiles(out))
-    else:
-        writer = stream.foreachBatch(write_batch)
-    if cfg.get("async_ms") is not None:
-        writer = writer.option("asyncProgressTrackingEnabled", "true").option(
-            "asyncProgressTrackingCheckpointIntervalMs", str(cfg["async_ms"])
-        )
-    if cfg.get("trigger") == "availableNow" and cfg.get("async_ms") is None:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=cfg.get("interval", "300 milliseconds"))
-    query = writer.start()
-    if cfg.get("until_idle_s"):
-        run_until_idle(
-            query, float(cfg["until_idle_s"]), float(cfg.get("timeout_s", 600)), cfg.get("stop_file")
-        )
-    else:
-        query.awaitTermination(float(cfg.get("timeout_s", 600)))
-    query.stop()
+    def start():
+        stream = reader.load().writeStream.option("checkpointLocation", cfg["checkpoint"])
+        if cfg.get("sink") == "foreach":
+            writer = stream.foreach(PartitionFiles(out))
+        else:
+            writer = stream.foreachBatch(write_batch)
+        if cfg.get("async_ms") is not None:
+            writer = writer.option("asyncProgressTrackingEnabled", "true").option(
+                "asyncProgressTrackingCheckpointIntervalMs", str(cfg["async_ms"])
+            )
+        if cfg.get("trigger") == "availableNow" and cfg.get("async_ms") is None:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=cfg.get("interval", "300 milliseconds"))
+        return writer.start()
+
+    from pyspark_kinesis import spark_api
+
+    # PySpark 4.0/4.1 run a Python source's AvailableNow as one batch (see `spark_api`): drained by
+    # running it again until a run brings nothing, as a user there would.
+    runs = 1 if spark_api.ADMISSION_CONTROL or cfg.get("trigger") != "availableNow" else 60
+    for _run in range(runs):
+        query = start()
+        if cfg.get("until_idle_s"):
+            run_until_idle(
+                query, float(cfg["until_idle_s"]), float(cfg.get("timeout_s", 600)), cfg.get("stop_file")
+            )
+        else:
+            query.awaitTermination(float(cfg.get("timeout_s", 600)))
+        brought = sum(p["numInputRows"] for p in query.recentProgress)
+        query.stop()
+        if not brought:
+            break
     spark.stop()
 
 
