@@ -21,7 +21,7 @@ import pyspark
 SPARK_VERSION: tuple[int, int] = tuple(int(part) for part in pyspark.__version__.split(".")[:2])  # type: ignore[assignment]
 
 try:  # PySpark 4.2+
-    from pyspark.sql.streaming.datasource import (
+    from pyspark.sql.streaming.datasource import (  # type: ignore[import-not-found,unused-ignore]
         ReadAllAvailable,
         ReadLimit,
         ReadMaxBytes,
@@ -30,15 +30,15 @@ try:  # PySpark 4.2+
     )
 except ImportError:  # PySpark 4.0 / 4.1
     ADMISSION_CONTROL = False
-    ReadAllAvailable = ReadLimit = ReadMaxBytes = ReadMaxRows = SupportsTriggerAvailableNow = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadLimit = ReadMaxBytes = ReadMaxRows = SupportsTriggerAvailableNow = None  # type: ignore[assignment,misc,unused-ignore]
 else:
     ADMISSION_CONTROL = True
 
 try:  # PySpark 4.1+
-    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter  # type: ignore[attr-defined,unused-ignore]
 except ImportError:  # PySpark 4.0
     ARROW_STREAM_WRITER = False
-    DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
+    DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc,unused-ignore]
 else:
     ARROW_STREAM_WRITER = True
 
