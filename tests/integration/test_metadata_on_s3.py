@@ -103,19 +103,22 @@ def test_racing_task_attempts_emit_the_same_rows_with_the_record_on_s3(kinesalit
         tuple(ShardSlice(config.streams[0].key, s, Position.trim_horizon(), -1, -1) for s in shards),
         None,
     )
-    results: list[list] = [[], []]
+    results: list[list] = [[], [], []]
 
     def attempt(index: int) -> None:
         results[index] = [
             (r["shardId"], r["sequenceNumber"]) for b in read_task(config, plan) for r in b.to_pylist()
         ]
 
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(2)]
+    attempt(0)  # the first attempt records its end on S3...
+    put(kin, stream, 300, 50)  # ...then records arrive: a later attempt reading afresh would take them too
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in (1, 2)]  # two more, racing each other
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
-    assert results[0] == results[1] and len(results[0]) == 300
+    assert len(results[0]) == 300
+    assert results[1] == results[0] and results[2] == results[0]  # first writer wins: the same rows
 
 
 @pytest.mark.spark

@@ -4,6 +4,8 @@ What landed in Kinesis is read back with plain boto3, not through this project's
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from pyspark_kinesis.errors import SinkWriteError
@@ -40,6 +42,20 @@ def read_back(endpoint: str, stream: str, region: str = "us-east-1") -> list[dic
             if iterator is None or not response["Records"]:
                 break
     return out
+
+
+def independent_deaggregate(record: dict) -> list[tuple[str, str]]:
+    """A Kinesis record as aws-kinesis-agg reads it: (partition key, payload) of each user record."""
+    from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+
+    boto3_record = {
+        "SequenceNumber": record["sequenceNumber"],
+        "PartitionKey": record["partitionKey"],
+        "ApproximateArrivalTimestamp": 0,
+        "Data": record["data"],
+    }
+    users = iter_deaggregate_records([boto3_record], data_format="Boto3")
+    return [(u["kinesis"]["partitionKey"], base64.b64decode(u["kinesis"]["data"]).decode()) for u in users]
 
 
 def write(df, endpoint: str, stream: str | None, **options) -> None:
@@ -282,6 +298,11 @@ def test_aggregated_writes_read_back_exactly_once_across_restarts_with_limits_in
     write(rows(spark, 1500, keys=40), kinesis_local.endpoint, stream, aggregate="true", preserveOrder="true")
     raw = read_back(kinesis_local.endpoint, stream)
     assert len(raw) < 1500 // 20, f"{len(raw)} Kinesis records for 1,500 rows: not aggregated"
+    # What landed, decoded by an independent reader (aws-kinesis-agg, KPL's own format library), not
+    # this project's: every row once, with its own partition key, per key in order within a task.
+    decoded = [user for record in raw for user in independent_deaggregate(record)]
+    assert sorted(data for _key, data in decoded) == sorted(expected)
+    assert all(key == f"k{int(data[2:]) % 40}" for key, data in decoded)
 
     sink = Collector()
     for run in range(3):
