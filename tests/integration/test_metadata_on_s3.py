@@ -83,7 +83,10 @@ def test_a_filesystem_that_cannot_be_opened_is_refused_clearly():
         open_store("hdfs://127.0.0.1:1/meta").check_writable()
 
 
-def test_racing_task_attempts_emit_the_same_rows_with_the_record_on_s3(kinesalite, local_s3):
+def test_racing_task_attempts_emit_the_same_rows_with_the_record_on_s3(kinesalite, local_s3, monkeypatch):
+    """Two attempts of one task read before either records its end; records arrive between their reads,
+    so they read different rows. The first to record its end on S3 wins, and the other emits the
+    winner's rows, not its own: only the conditional write (first writer wins) makes them agree."""
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)
     put(kin, stream, 0, 300)
@@ -103,22 +106,39 @@ def test_racing_task_attempts_emit_the_same_rows_with_the_record_on_s3(kinesalit
         tuple(ShardSlice(config.streams[0].key, s, Position.trim_horizon(), -1, -1) for s in shards),
         None,
     )
-    results: list[list] = [[], [], []]
+    first_read, second_recorded = threading.Event(), threading.Event()
+    original = FsspecStore.put_if_absent
 
-    def attempt(index: int) -> None:
-        results[index] = [
+    def gated(self, key: str, data: bytes) -> bool:
+        """Attempt "first" has read and waits before recording its end until "second" has recorded."""
+        name = threading.current_thread().name
+        if "/task-" in key and name == "first":
+            first_read.set()
+            assert second_recorded.wait(60), "the second attempt did not record its end"
+        won = original(self, key, data)
+        if "/task-" in key and name == "second":
+            second_recorded.set()
+        return won
+
+    monkeypatch.setattr(FsspecStore, "put_if_absent", gated)
+    results: dict[str, list] = {}
+
+    def attempt() -> None:
+        name = threading.current_thread().name
+        results[name] = [
             (r["shardId"], r["sequenceNumber"]) for b in read_task(config, plan) for r in b.to_pylist()
         ]
 
-    attempt(0)  # the first attempt records its end on S3...
-    put(kin, stream, 300, 50)  # ...then records arrive: a later attempt reading afresh would take them too
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in (1, 2)]  # two more, racing each other
-    for thread in threads:
-        thread.start()
-    for thread in threads:
+    first = threading.Thread(target=attempt, name="first")
+    first.start()
+    assert first_read.wait(60), "the first attempt did not finish reading"
+    put(kin, stream, 300, 50)  # arrive after the first attempt's read: the second reads them too
+    second = threading.Thread(target=attempt, name="second")
+    second.start()
+    for thread in (first, second):
         thread.join(timeout=120)
-    assert len(results[0]) == 300
-    assert results[1] == results[0] and results[2] == results[0]  # first writer wins: the same rows
+    assert len(results["second"]) == 350
+    assert results["first"] == results["second"]  # the first lost the race and emits the winner's rows
 
 
 @pytest.mark.spark
