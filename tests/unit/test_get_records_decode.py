@@ -227,3 +227,12 @@ def test_a_record_without_a_partition_key_decodes_with_a_null_one():
     records = decode(body)["Records"]
     assert records.keys.to_pylist() == [None, "k"]
     assert records.data.to_pylist() == [b"a", b"b"]
+
+
+@pytest.mark.parametrize("behind", [999_999, 1_000_000, 86_400_000, 604_800_000])
+def test_a_large_millis_behind_latest_comes_through_the_scan(behind: int) -> None:
+    """A shard a day or a week behind (local servers never lag that far): the vectorised scan reads the
+    figure whole, never as 0 (which would take a shard far behind for one at the tip)."""
+    body = _body(Records=[_record(0, b"x")], NextShardIterator="AAAA", MillisBehindLatest=behind)
+    assert scan(body) is not None
+    assert decode(body)["MillisBehindLatest"] == behind
