@@ -7,17 +7,20 @@ Python Data Source API (the streaming source runner that plans batches, and the 
 `pyspark.sql.worker.*` ones that look up, create and plan the source), and the Python process that
 drives the query through Py4J (this one). Counting them all, split by role, shows where the CPU goes.
 
-A sampler thread reads every process's own user+system time every `interval` seconds (children's
-times are left out: PySpark's daemon reaps its workers, so counting reaped children too would count
-them twice). A process that starts and ends between two samples is missed, and one that ends keeps
-the time of its last sample; the meter reports how many processes it saw start and end, so a run in
-which that matters shows it. The sampler's own time is taken out of this process's figure.
+Counted exactly, not sampled: a process that starts and ends between two samples (the short-lived
+`pyspark.sql.worker.*` ones, a worker per task when workers are not reused) would be missed, and one
+that ends would lose its last slice, which flatters the connector's fixed cost. So the meter reads, at
+the start and at the end only, every live process's own user+system time *and* the time of the children
+it has reaped: a process that ended was reaped by its parent (PySpark's daemon reaps its workers, the
+JVM the Python processes it starts), and its whole time is then in its parent's children times. The
+difference between the two readings is the exact CPU the tree spent in between. Reaped time goes to the
+reaper's children's role (the daemon's to the executor's Python, the JVM's to the driver-side Python);
+a process alive at the start that ended before the end moves its earlier time to that role, so the
+split by role is exact up to such processes, the total exactly.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass, field
 
 import psutil
@@ -60,52 +63,48 @@ def _own_seconds(process: psutil.Process) -> float:
 
 
 class ProcessMeter:
-    """`with ProcessMeter() as meter: ...` then `meter.usage`: the CPU the Spark processes spent inside."""
+    """`with ProcessMeter() as meter: ...` then `meter.usage`: the CPU the Spark processes spent inside.
+    `root`: the tree's root (default: the local Spark JVM this process started)."""
 
-    def __init__(self, interval: float = 0.1) -> None:
-        self.interval = interval
+    def __init__(self, root: psutil.Process | None = None) -> None:
         self.me = psutil.Process()
-        self.jvm = spark_jvm()
-        self._base: dict[int, float] = {}  # seconds at start, for processes alive then
-        self._last: dict[int, tuple[str, float]] = {}  # role and latest seconds of every process seen
-        self._stop = threading.Event()
-        self._sampler_seconds = 0.0
+        self.root = root if root is not None else spark_jvm()
+        self._base: dict[str, float] = {}
+        self._pids: set[int] = set()
         self.usage = Usage()
 
     def _processes(self) -> list[psutil.Process]:
-        return [self.me, self.jvm, *self.jvm.children(recursive=True)]
+        return [self.root, *self.root.children(recursive=True)]
 
-    def _sample(self) -> None:
+    def _reaped_role(self, process: psutil.Process) -> str:
+        """Whose time a process's reaped children spent."""
+        if process.pid == self.root.pid and process.name() == "java":
+            return DRIVER_PYTHON  # (the executor's daemon lives as long as the JVM: not reaped meanwhile)
+        return role(process)  # the daemon's reaped children are its workers: the executor's Python
+
+    def _reading(self) -> tuple[dict[str, float], set[int]]:
+        seconds = dict.fromkeys(ROLES, 0.0)
+        pids = set()
         for process in self._processes():
             try:
-                known = self._last.get(process.pid)
-                self._last[process.pid] = (known[0] if known else role(process), _own_seconds(process))
-            except psutil.Error:  # ended between listing and reading
+                times = process.cpu_times()
+                seconds[role(process)] += times.user + times.system
+                seconds[self._reaped_role(process)] += times.children_user + times.children_system
+                pids.add(process.pid)
+            except psutil.Error:  # ended between listing and reading: its parent has (or will have) it
                 continue
-
-    def _run(self) -> None:
-        begin = time.thread_time()
-        while not self._stop.wait(self.interval):
-            self._sample()
-        self._sampler_seconds = time.thread_time() - begin
+        if self.me.pid != self.root.pid:  # the Python process driving the query (its children: the root)
+            times = self.me.cpu_times()
+            seconds[DRIVER_PYTHON] += times.user + times.system
+        return seconds, pids
 
     def __enter__(self) -> ProcessMeter:
-        self._sample()
-        self._base = {pid: seconds for pid, (_role, seconds) in self._last.items()}
-        self._thread = threading.Thread(target=self._run, name="process-meter", daemon=True)
-        self._thread.start()
+        self._base, self._pids = self._reading()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        alive_before = set(self._base)
-        self._sample()
-        alive_now = {p.pid for p in self._processes()}
-        usage = Usage(started=len(set(self._last) - alive_before), ended=len(set(self._last) - alive_now))
-        for pid, (process_role, seconds) in self._last.items():
-            spent = seconds - self._base.get(pid, 0.0)
-            if pid == self.me.pid:
-                spent -= self._sampler_seconds
-            usage.seconds[process_role] += max(0.0, spent)
+        seconds, pids = self._reading()
+        usage = Usage(started=len(pids - self._pids), ended=len(self._pids - pids))
+        for name in ROLES:
+            usage.seconds[name] = seconds[name] - self._base[name]
         self.usage = usage
