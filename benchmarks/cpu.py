@@ -355,7 +355,7 @@ def markdown_cpu(rows: list[CpuRow], cold_s: float, options: dict[str, str] | No
         f"{len(rows[0].spark)} rounds a boto3 loop (its own process; one thread per shard, GetRecords Limit "
         "10,000 until drained; its process time around the reads) and a warm connector query "
         "(`trigger(availableNow=True)` into the noop sink, `local[2]`, byte pacing off) read all of it. "
-        "The connector's CPU is that of every Spark process, sampled from /proc: the JVM (driver and "
+        "The connector's CPU is that of every Spark process, counted exactly from /proc (each process's own time and that of the children it reaped, read at the start and the end: short-lived workers included): the JVM (driver and "
         "executor in local mode), the executor's Python workers, and the driver-side Python (the "
         "source runner that plans batches, the Data Source API's set-up workers, the Py4J driver). "
         "Rates are MB (10^6 B) of payload per CPU-second, median (lowest-highest); the split is the "
