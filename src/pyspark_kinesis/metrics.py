@@ -25,7 +25,7 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-__all__ = ["LagListener", "lag", "lag_rows", "prometheus_text"]
+__all__ = ["LagListener", "RecordedLag", "lag", "lag_rows", "prometheus_text"]
 
 log = logging.getLogger(__name__)
 # (figure in the report, CloudWatch metric name and unit, Prometheus metric name, help text)
@@ -66,38 +66,88 @@ def _progress_dict(progress: Any) -> Mapping[str, Any] | None:
     raise TypeError(f"expected a StreamingQuery, a StreamingQueryProgress or its JSON, not {type(progress)}")
 
 
-def _report(entry: Any) -> Mapping[str, Any] | None:
+def _parsed(entry: Any) -> Any:
     if isinstance(entry, str):
         try:
-            entry = json.loads(entry)
+            return json.loads(entry)
         except ValueError:
             return None
-    if isinstance(entry, Mapping) and isinstance(entry.get("streams"), Mapping) and "v" in entry:
-        return entry
-    return None
+    return entry
 
 
-def lag(progress: Any) -> dict[str, dict[str, Any]]:
+def _report(entry: Any) -> Mapping[str, Any] | None:
+    """A lag report (see `source.driver.lag`), not an offset: on PySpark 4.0/4.1 `latestOffset` in the
+    progress is the source's offset itself, which also has "v" and "streams"."""
+    entry = _parsed(entry)
+    if not (isinstance(entry, Mapping) and isinstance(entry.get("streams"), Mapping) and "v" in entry):
+        return None
+    return entry if all(isinstance(f, Mapping) and "shards" in f for f in entry["streams"].values()) else None
+
+
+class RecordedLag:
+    """PySpark 4.0/4.1 put no lag in the progress (`reportLatestOffset()` reaches Spark from 4.2): the
+    same figures, computed the planner's way from the batch-end records under `metadataPath` of the
+    batch each progress names (its `endOffset`). One per listener; it keeps each query's last figures,
+    as the planner does, so a shard not read in a batch keeps the figure of the batch that last read it."""
+
+    def __init__(self, metadata_path: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        from .source.driver.lag import LagTracker
+        from .source.state.batch_log import BatchEndLog
+
+        self.log = BatchEndLog.open(metadata_path, storage_options)
+        self._trackers: dict[str, LagTracker] = {}
+        self._tracker_type = LagTracker
+
+    def reports(self, progress: Any) -> list[Mapping[str, Any]]:
+        from .errors import CheckpointFormatError
+        from .source.state.offsets import SourceOffset
+
+        out: list[Mapping[str, Any]] = []
+        for source in (_progress_dict(progress) or {}).get("sources") or []:
+            data = _parsed(source.get("endOffset"))
+            if not isinstance(data, Mapping) or "token" not in data or _report(data) is not None:
+                continue
+            try:
+                offset = SourceOffset.from_json(dict(data))
+            except (CheckpointFormatError, KeyError, TypeError, ValueError):
+                continue  # another source's offset
+            ends = {}
+            for task in offset.tasks():
+                record = self.log.read(offset.token, offset.batch, task)
+                if record is not None:
+                    ends.update(record.shards)
+            tracker = self._trackers.setdefault(offset.token, self._tracker_type())
+            tracker.update(offset.batch, ends, {key: list(shards) for key, shards in offset.streams.items()})
+            report = tracker.report()
+            if report is not None:
+                out.append(report)
+        return out
+
+
+def lag(progress: Any, recorded: RecordedLag | None = None) -> dict[str, dict[str, Any]]:
     """Stream ARN -> its lag figures (`shards`, `shardsBehind`, `shardsLagUnknown`, `maxMsBehindLatest`,
     `avgMsBehindLatest`, `recordsRead`, `bytesRead`, `batch`: the batch they were measured in), over
-    every Kinesis source of the query. Empty before the first batch, or for a query without one."""
+    every Kinesis source of the query. Empty before the first batch, or for a query without one. On
+    PySpark 4.0/4.1, whose progress carries no lag, from the batch-end records through `recorded`."""
     data = _progress_dict(progress)
+    reports: list[Mapping[str, Any]] = [
+        r for r in (_report(s.get("latestOffset")) for s in (data or {}).get("sources") or []) if r
+    ]
+    if not reports and recorded is not None and data is not None:
+        reports = list(recorded.reports(data))
     out: dict[str, dict[str, Any]] = {}
-    for source in (data or {}).get("sources") or []:
-        report = _report(source.get("latestOffset"))
-        if report is None:
-            continue
+    for report in reports:
         for arn, figures in report["streams"].items():
             out[arn] = {**figures, "batch": report.get("batch")}
     return out
 
 
-def lag_rows(progress: Any) -> list[dict[str, Any]]:
+def lag_rows(progress: Any, recorded: RecordedLag | None = None) -> list[dict[str, Any]]:
     """`lag(progress)` as a list of flat rows, one per stream, with `streamArn` and `streamName`
     (`spark.createDataFrame(lag_rows(query))` makes a table of it)."""
     return [
         {"streamArn": arn, "streamName": arn.rsplit("/", 1)[-1], **figures}
-        for arn, figures in sorted(lag(progress).items())
+        for arn, figures in sorted(lag(progress, recorded).items())
     ]
 
 
@@ -150,8 +200,13 @@ class LagListener(StreamingQueryListener):
         region: str | None = None,
         endpoint_url: str | None = None,
         prometheus_file: str | None = None,
+        metadata_path: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
+        """`metadata_path` (and its `storage_options`): the queries' metadataPath, for PySpark 4.0/4.1,
+        where the progress carries no lag and the figures come from its batch-end records."""
         self.namespace = cloudwatch_namespace
+        self.recorded = RecordedLag(metadata_path, storage_options) if metadata_path else None
         self.region = (
             region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         )
@@ -178,7 +233,7 @@ class LagListener(StreamingQueryListener):
             log.warning("LagListener could not publish the lag: %s: %s", exc.__class__.__name__, exc)
 
     def publish(self, progress: Any) -> None:
-        rows = lag_rows(progress)
+        rows = lag_rows(progress, self.recorded)
         if not rows:
             return
         data = _progress_dict(progress) or {}

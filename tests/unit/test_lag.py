@@ -124,3 +124,46 @@ def test_a_failing_publisher_never_raises_into_spark(caplog):
     listener = metrics.LagListener(prometheus_file="/nonexistent-dir/lag.prom")
     listener.onQueryProgress(event)
     assert "could not publish" in caplog.text
+
+
+def test_on_pyspark_4_0_and_4_1_the_figures_come_from_the_batch_end_records(tmp_path):
+    """There the progress carries the source's offset as `latestOffset` (no lag report, and it must not
+    be taken for one); with metadataPath the listener computes the planner's figures from the records
+    of the batch the progress names."""
+    from tests.unit.planner_fakes import Harness, arn, one_stream, read
+
+    h: Harness = one_stream()
+    planner = h.planner()
+    offset = planner.next_offset(planner.initial_offset(), None, None)
+    ends = {
+        ref: replace_behind(read(offset.state(ref).position, 7, tip=False), behind)
+        for ref, behind in zip(
+            sorted(r for refs in offset.tasks().values() for r in refs), (0, 900), strict=True
+        )
+    }
+    h.run(offset, ends)
+    from pyspark_kinesis.source.state.batch_log import BatchEndLog
+
+    stored = BatchEndLog.open(str(tmp_path / "meta"))  # the records, as a query would have left them
+    for task in offset.tasks():
+        stored.write(BatchEndLog(h.store, "mem://").read(offset.token, offset.batch, task))
+    text = json.dumps(offset.to_json())
+    progress = {
+        "batchId": 0,
+        "sources": [{"description": "kinesis", "latestOffset": text, "endOffset": text}],
+    }
+    assert metrics.lag(progress) == {}  # an offset is not a lag report
+    recorded = metrics.RecordedLag(str(tmp_path / "meta"))
+    figures = metrics.lag(progress, recorded)[arn("a")]
+    assert (
+        figures["maxMsBehindLatest"] == 900 and figures["shardsBehind"] == 1 and figures["recordsRead"] == 14
+    )
+    listener = metrics.LagListener(metadata_path=str(tmp_path / "meta"))
+    listener.publish(progress)
+    assert listener.published == 1 and "pyspark_kinesis_max_ms_behind_latest" in listener.text()
+
+
+def replace_behind(shard_end: ShardEnd, behind: int) -> ShardEnd:
+    from dataclasses import replace
+
+    return replace(shard_end, millis_behind=behind)
