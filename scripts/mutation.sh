@@ -4,6 +4,7 @@
 #   bash scripts/mutation.sh                 # run (resumes where a stopped run left off) and report
 #   bash scripts/mutation.sh --write         # ...and write the figures into docs/testing.md
 #   bash scripts/mutation.sh --report-only   # report the last run's results
+#   bash scripts/mutation.sh 'pyspark_kinesis.kpl.*'   # only the mutants these patterns name
 # Not part of the default test run (it takes long: every mutant runs the unit tests that reach it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,15 +13,17 @@ VENV="${VENV:-.venv}"
 "$VENV/bin/python" -m pip install --quiet -c constraints/dev.txt -c constraints/mutation.txt "mutmut>=3.8,<4"
 write=()
 run=1
+names=()
 for arg in "$@"; do
     case "$arg" in
         --write) write=(--write docs/testing.md) ;;
         --report-only) run=0 ;;
-        *) echo "unknown argument: $arg" >&2; exit 2 ;;
+        -*) echo "unknown argument: $arg" >&2; exit 2 ;;
+        *) names+=("$arg") ;;
     esac
 done
 if [ "$run" = 1 ]; then
-    "$VENV/bin/mutmut" run --max-children "${MUTMUT_CHILDREN:-2}" || true  # (its exit code is not the score)
+    "$VENV/bin/mutmut" run --max-children "${MUTMUT_CHILDREN:-2}" "${names[@]}" || true  # (exit code: not the score)
 fi
 "$VENV/bin/mutmut" results --all true > mutants/results.txt
 exec "$VENV/bin/python" -m tests.mutation.report mutants/results.txt "${write[@]}"
