@@ -25,6 +25,11 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from .errors import CheckpointFormatError
+from .source.driver.lag import LagTracker
+from .source.state.batch_log import BatchEndLog
+from .source.state.offsets import SourceOffset
+
 __all__ = ["LagListener", "RecordedLag", "lag", "lag_rows", "prometheus_text"]
 
 log = logging.getLogger(__name__)
@@ -91,21 +96,14 @@ class RecordedLag:
     as the planner does, so a shard not read in a batch keeps the figure of the batch that last read it."""
 
     def __init__(self, metadata_path: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        from .source.driver.lag import LagTracker
-        from .source.state.batch_log import BatchEndLog
-
         self.log = BatchEndLog.open(metadata_path, storage_options)
         self._trackers: dict[str, LagTracker] = {}
-        self._tracker_type = LagTracker
 
     def reports(self, progress: Any) -> list[Mapping[str, Any]]:
-        from .errors import CheckpointFormatError
-        from .source.state.offsets import SourceOffset
-
         out: list[Mapping[str, Any]] = []
         for source in (_progress_dict(progress) or {}).get("sources") or []:
             data = _parsed(source.get("endOffset"))
-            if not isinstance(data, Mapping) or "token" not in data or _report(data) is not None:
+            if not isinstance(data, Mapping) or "token" not in data:  # (a lag report has no token)
                 continue
             try:
                 offset = SourceOffset.from_json(dict(data))
@@ -116,7 +114,7 @@ class RecordedLag:
                 record = self.log.read(offset.token, offset.batch, task)
                 if record is not None:
                     ends.update(record.shards)
-            tracker = self._trackers.setdefault(offset.token, self._tracker_type())
+            tracker = self._trackers.setdefault(offset.token, LagTracker())
             tracker.update(offset.batch, ends, {key: list(shards) for key, shards in offset.streams.items()})
             report = tracker.report()
             if report is not None:

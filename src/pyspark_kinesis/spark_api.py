@@ -16,10 +16,6 @@ replay reads exactly its logged range on every version (see `source.readers`).
 
 from __future__ import annotations
 
-import pyspark
-
-SPARK_VERSION: tuple[int, int] = tuple(int(part) for part in pyspark.__version__.split(".")[:2])  # type: ignore[assignment]
-
 try:  # PySpark 4.2+
     from pyspark.sql.streaming.datasource import (  # type: ignore[import-not-found,unused-ignore]
         ReadAllAvailable,
@@ -43,25 +39,13 @@ else:
     ARROW_STREAM_WRITER = True
 
 
-def describe() -> str:
-    """For messages and docs: the version and what follows from it."""
-    if ADMISSION_CONTROL:
-        return f"PySpark {pyspark.__version__}: admission control, AvailableNow in several batches, lag in progress"
-    return (
-        f"PySpark {pyspark.__version__}: no admission control for Python sources (the connector bounds each "
-        "batch itself); availableNow/once run one batch; lag from the batch-end records"
-    )
-
-
 __all__ = [
     "ADMISSION_CONTROL",
     "ARROW_STREAM_WRITER",
-    "SPARK_VERSION",
     "DataSourceStreamArrowWriter",
     "ReadAllAvailable",
     "ReadLimit",
     "ReadMaxBytes",
     "ReadMaxRows",
     "SupportsTriggerAvailableNow",
-    "describe",
 ]
