@@ -77,9 +77,11 @@ class ScriptedPages:
     kept: list[Position] = field(default_factory=list)
     closed: bool = False
     limits_asked: list[int] = field(default_factory=list)
+    open_s: float = 0.0  # how long each `open` takes (a subscription waiting out the service's spacing)
 
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
         self.opens.append((position, verify, reuse))
+        time.sleep(self.open_s)
         if self.open_faults:
             raise self.open_faults.pop(0)
         return self.fresh

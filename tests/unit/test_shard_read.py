@@ -95,6 +95,16 @@ def test_a_read_far_behind_keeps_no_continuation():
     assert source.kept == []
 
 
+def test_an_open_that_used_up_the_budget_still_reads_its_first_page():
+    """A fan-out read that must subscribe anew waits out the service's 5 s spacing inside `open`, longer
+    than a batch's budget: were that the end of the read, a shard subscribed anew in every batch (its
+    task retried after each read) would never get a record (found by the chaos suite)."""
+    source = ScriptedPages([page([1, 2], behind_ms=0), page([3], behind_ms=0)], open_s=0.3)
+    cols, end, _source = read(source, seconds=0.1)
+    assert seqs(cols) == ["1", "2"] and end.end == Position.after("2")  # one page, then the budget rules
+    assert len(source.opens) == 1
+
+
 # -- failures ------------------------------------------------------------------------------------
 def test_an_expired_continuation_is_opened_again_where_the_read_got_to():
     script = [page([1, 2], behind_ms=100), Fault(FaultKind.REOPEN), page([2, 3], behind_ms=0)]

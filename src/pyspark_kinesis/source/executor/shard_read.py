@@ -9,6 +9,9 @@ every rule of the batch, once for all ways of reading:
   waiting) instead of a timer; the shard's end; the replay bound; the batch's time budget. A shard known
   to be closed (or a replay up to a shard end) reads on through a few empty pages before taking
   "nothing yet" for the tip: some servers answer an empty page before the one that ends the shard.
+- An open's first page is read even when the open itself used up the batch's time budget (a fan-out
+  subscription waits out the service's 5 s spacing first): otherwise a read that must subscribe anew
+  in every batch (a task retried after its read, say) would never take a record.
 - Failures (`Fault`): an expired continuation is opened again where the read got to; throttling and
   transient errors are retried while the batch's time budget lasts, then the read simply ends where it
   got to (a valid batch end), so one throttled shard or stream delays only its batch; a replay, which
@@ -96,6 +99,7 @@ class ShardRead(BatchCut):
         self.children: tuple[str, ...] = ()
         self.behind = -1
         self.failures = self.empties = 0
+        self.page_due = False  # an open's first page, read whatever the time budget says
         self.holder = ""  # where the continuation was kept for other executors (`PageSource.keep`)
 
     # -- the loop --------------------------------------------------------------------------------
@@ -117,6 +121,7 @@ class ShardRead(BatchCut):
                 if not opened:
                     opened, reuse = self._open(reuse), False
                     continue
+                self.page_due = False
                 try:
                     page = self.source.next_page(self._want())
                 except Fault as fault:
@@ -136,7 +141,9 @@ class ShardRead(BatchCut):
         return self.cols, self._end()
 
     def _over(self) -> bool:
-        return self.stop or self.closed or (self.until is None and time.monotonic() > self.limits.deadline)
+        if self.stop or self.closed:
+            return True
+        return self.until is None and not self.page_due and time.monotonic() > self.limits.deadline
 
     def _want(self) -> int:
         """How many records the next page may hold (where the source can ask)."""
@@ -156,6 +163,7 @@ class ShardRead(BatchCut):
             return self._failed(fault, opened=False)
         self.skip_from = position
         self.anchor = position.anchor if (fresh and verify) else None
+        self.page_due = True
         return True
 
     def _failed(self, fault: Fault, *, opened: bool) -> bool:
