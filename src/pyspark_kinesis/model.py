@@ -67,6 +67,12 @@ class Position:
         return Position(INSIDE, seq=seq, sub=sub)
 
     @staticmethod
+    def at_sequence(seq: str) -> Position:
+        """AT_SEQUENCE_NUMBER S: record S not consumed yet (an aggregate S with none of its sub-records
+        consumed), so it is the inside position before S's first sub-record."""
+        return Position(INSIDE, seq=seq, sub=-1)
+
+    @staticmethod
     def shard_end() -> Position:
         return Position(END)
 
@@ -84,6 +90,8 @@ class Position:
         if self.kind == AFTER:
             return f"after sequence number {self.seq}"
         if self.kind == INSIDE:
+            if self.sub < 0:
+                return f"at sequence number {self.seq}"
             return f"after sub-record {self.sub} of sequence number {self.seq}"
         return "the shard's end" if self.kind == END else self.kind
 
@@ -167,6 +175,17 @@ class ShardInfo:
     start_hash: int
     end_hash: int
     closed: bool  # has an EndingSequenceNumber
+    first_seq: str | None = None  # StartingSequenceNumber (None: the server did not say)
+    last_seq: str | None = None  # EndingSequenceNumber of a closed shard
+
+    def holds(self, seq: str) -> bool:
+        """Whether sequence number `seq` lies in this shard's range (True where the range is not known;
+        an end below the start, as a local server may report, is not known)."""
+        low = None if self.first_seq is None else seq_key(self.first_seq)
+        high = None if self.last_seq is None else seq_key(self.last_seq)
+        if low is not None and seq_key(seq) < low:
+            return False
+        return high is None or (low is not None and high < low) or seq_key(seq) <= high
 
     @property
     def parents(self) -> tuple[str, ...]:
@@ -184,11 +203,14 @@ class ShardInfo:
     @staticmethod
     def from_api(shard: dict[str, Any]) -> ShardInfo:
         keys = shard.get("HashKeyRange", {})
+        seqs = shard.get("SequenceNumberRange", {})
         return ShardInfo(
             shard_id=shard["ShardId"],
             parent=shard.get("ParentShardId"),
             adjacent_parent=shard.get("AdjacentParentShardId"),
             start_hash=int(keys.get("StartingHashKey", 0)),
             end_hash=int(keys.get("EndingHashKey", 0)),
-            closed="EndingSequenceNumber" in shard.get("SequenceNumberRange", {}),
+            closed="EndingSequenceNumber" in seqs,
+            first_seq=seqs.get("StartingSequenceNumber"),
+            last_seq=seqs.get("EndingSequenceNumber"),
         )

@@ -22,7 +22,7 @@ import orjson
 from ..errors import OptionError
 from ..model import LATEST, Position, StreamIdentity
 from .aws_settings import AwsSettings, aws_settings
-from .option_values import parse_position
+from .start_positions import ShardStarts, StreamStart, match_streams, parse_stream_start
 
 _ARN = re.compile(r"^arn:(aws[a-z-]*):kinesis:([a-z0-9-]+):(\d{12}):stream/([A-Za-z0-9_.-]{1,128})$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -54,6 +54,9 @@ class StreamSpec:
     name: str
     aws: AwsSettings
     starting_position: Position = Position(LATEST)  # noqa: RUF009 (a frozen value)
+    # Shards named with their own starting position (`start_positions`); the others start at
+    # `starting_position`, as the lineage rule decides (`source.driver.lineage.named_states`).
+    shard_starts: ShardStarts = ()
     arn: str | None = None
     by_arn: bool = False  # named by ARN: API calls pass StreamARN (cross-account access needs it)
     # When the stream was created (DescribeStreamSummary), learned at query start: a stream deleted and
@@ -158,14 +161,13 @@ def _spec(
     prefix = option.split(".")[0] + "." if "." in option else ""
     aws = aws_settings(merged, prefix=prefix if entry else "", entry_keys=set(entry))
     start_text = entry.get("startingPosition")
-    start = (
-        parse_position(f"{prefix}startingPosition", start_text) if start_text is not None else default_start
-    )
+    own = StreamStart() if start_text is None else parse_stream_start(f"{prefix}startingPosition", start_text)
     consumer_name, consumer_arn = _consumer(prefix, opts, entry, name)
     return StreamSpec(
         name=name,
         aws=aws,
-        starting_position=start,
+        starting_position=own.default or default_start,
+        shard_starts=own.shards,
         arn=target if parsed is not None else None,
         by_arn=parsed is not None,
         consumer_name=consumer_name,
@@ -248,6 +250,8 @@ def _entry_options(index: int, item: Any) -> tuple[str, dict[str, str]]:
             guess = difflib.get_close_matches(str(key).lower(), list(_ENTRY_LOWER), n=1)
             hint = f"Did you mean '{_ENTRY_LOWER[guess[0]]}'?" if guess else f"Use {', '.join(ENTRY_KEYS)}."
             raise OptionError(f"{where}.{key}", "is not a key a streams entry can set", hint)
+        if canonical == "startingPosition" and isinstance(value, dict):
+            value = orjson.dumps(value).decode()  # per-shard positions (see `start_positions`)
         if not isinstance(value, str):
             raise OptionError(f"{where}.{canonical}", f"is {value!r}, not a string", "Quote the value.")
         entry[canonical] = value
@@ -259,8 +263,12 @@ def _entry_options(index: int, item: Any) -> tuple[str, dict[str, str]]:
     return target, entry
 
 
-def parse_streams(opts: Mapping[str, str], default_start: Position) -> tuple[StreamSpec, ...]:
-    """The streams a source reads, from `streamName` or `streams`. Streams named twice are an error."""
+def parse_streams(
+    opts: Mapping[str, str], default_start: Position, per_stream: Mapping[str, Any] | None = None
+) -> tuple[StreamSpec, ...]:
+    """The streams a source reads, from `streamName` or `streams`. Streams named twice are an error.
+    `per_stream`: the streams' own starting positions from a startingPosition map, by the key the user
+    wrote (see `start_positions`)."""
     names = (opts.get("streamName") or "").strip()
     raw = (opts.get("streams") or "").strip()
     if names and raw:
@@ -295,4 +303,30 @@ def parse_streams(opts: Mapping[str, str], default_start: Position) -> tuple[Str
                 "streams" if raw else "streamName", f"names {spec.describe()} twice", "Name each stream once."
             )
         seen.add(identity)
-    return tuple(specs)
+    return _with_starts(specs, per_stream or {}, raw)
+
+
+def _with_starts(specs: list[StreamSpec], per_stream: Mapping[str, Any], raw: str) -> tuple[StreamSpec, ...]:
+    """The specs with what a top-level startingPosition map says of each stream. A stream whose
+    `streams` entry sets its own startingPosition must not be named there as well."""
+    if not per_stream:
+        return tuple(specs)
+    names = [(spec.name, spec.arn if spec.by_arn else None) for spec in specs]
+    by_index, top = match_streams(per_stream, names)
+    if top is not None:
+        by_index = {0: top}
+    entries = _entries(raw) if raw else []
+    out = list(specs)
+    for index, given in by_index.items():
+        item = entries[index] if index < len(entries) else None
+        if isinstance(item, dict) and any(str(k).lower() == "startingposition" for k in item):
+            raise OptionError(
+                f"streams[{index}].startingPosition",
+                "is set, and the top-level startingPosition names the same stream",
+                "Give the stream's positions in one of the two places.",
+            )
+        spec = out[index]
+        out[index] = replace(
+            spec, starting_position=given.default or spec.starting_position, shard_starts=given.shards
+        )
+    return tuple(out)

@@ -15,6 +15,7 @@ import orjson
 
 from ..config.aws_settings import AWS_OPTIONS
 from ..config.option_values import bool_option, fold, int_option, parse_position
+from ..config.start_positions import parse_source_start
 from ..config.stream_specs import StreamSpec, parse_streams
 from ..errors import OptionError
 from ..model import Position, StreamIdentity
@@ -30,7 +31,11 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
         "(none)",
         "JSON list of streams, each a name/ARN or an object overriding region, endpointUrl, role options, startingPosition.",
     ),
-    "startingPosition": ("LATEST", "LATEST | TRIM_HORIZON | AT_TIMESTAMP:<ISO-8601>."),
+    "startingPosition": (
+        "LATEST",
+        "LATEST | TRIM_HORIZON | AT_TIMESTAMP:<ISO-8601>, or a JSON map of stream -> shard -> position "
+        "(also AT_SEQUENCE_NUMBER:<n> | AFTER_SEQUENCE_NUMBER:<n>).",
+    ),
     "endingPosition": (
         "LATEST",
         "Batch reads only: LATEST (the time of the call) | AT_TIMESTAMP:<ISO-8601>.",
@@ -139,8 +144,9 @@ class SourceConfig:
 def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfig:
     """Validate user options. `streaming` decides whether metadataPath is required."""
     opts = fold(options, KNOWN_OPTIONS, "source", "docs/options.md")
-    starting = parse_position("startingPosition", opts.get("startingPosition") or "LATEST")
-    streams = parse_streams(opts, starting)
+    fallback = Position.latest() if streaming else Position.trim_horizon()
+    starting, per_stream = parse_source_start(opts.get("startingPosition") or "LATEST", fallback)
+    streams = parse_streams(opts, starting, per_stream)
     ending = parse_position("endingPosition", opts.get("endingPosition") or "LATEST", allow_trim=False)
     if "endingPosition" in opts and streaming:
         raise OptionError(

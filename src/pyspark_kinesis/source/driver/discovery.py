@@ -105,17 +105,70 @@ def check_start_in_retention(spec: StreamSpec, start: Position, fail_on_data_los
 
 def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
     """A batch read's tasks: every listed shard of every stream, from its starting position (LATEST:
-    now) to the ending position (LATEST: now)."""
+    now) to the ending position (LATEST: now); with named shards, those the lineage rule says to read."""
     ending = config.ending_position
-    cutoff_ms = now_ms() if ending.kind == LATEST else int(ending.ts_ms or 0)
+    now = now_ms()
+    cutoff_ms = now if ending.kind == LATEST else int(ending.ts_ms or 0)
     slices = []
     for spec in config.streams:
-        start = spec.starting_position
-        start = Position.at_timestamp(now_ms()) if start.kind == LATEST else start
-        check_start_in_retention(spec, start, config.fail_on_data_loss, now_ms())
-        for shard in KinesisProxy(spec, agent="planner").list_shards():
-            slices.append(BackfillSlice(spec.key, shard.shard_id, start, shard.closed, cutoff_ms))
+        listed = KinesisProxy(spec, agent="planner").list_shards()
+        closed = {s.shard_id: s.closed for s in listed}
+        if spec.shard_starts:
+            starts = {
+                sid: state.position
+                for sid, state in named_starts(spec, listed, config.fail_on_data_loss, now).items()
+            }
+        else:
+            check_start_in_retention(spec, spec.starting_position, config.fail_on_data_loss, now)
+            starts = {s.shard_id: spec.starting_position for s in listed}
+        for sid, start in starts.items():
+            start = Position.at_timestamp(now) if start.kind == LATEST else start
+            slices.append(BackfillSlice(spec.key, sid, start, closed[sid], cutoff_ms))
     return slices
+
+
+def named_starts(
+    spec: StreamSpec, listed: list[ShardInfo], fail_on_data_loss: bool, now: int
+) -> dict[str, ShardState]:
+    """A stream's first shard states when the options name shards (`config.start_positions`): the
+    lineage rule's resolution (`lineage.named_states`), checked against the listing. An unknown shard,
+    or a sequence number outside its shard's range, is an error naming the option; a named shard past
+    retention (its children listed, it not) is a loss, judged by failOnDataLoss."""
+    named = dict(spec.shard_starts)
+    option = "startingPosition"
+    infos = {s.shard_id: s for s in listed}
+    for sid, position in named.items():
+        info = infos.get(sid)
+        if info is not None and position.anchor is not None and not info.holds(position.anchor):
+            raise OptionError(
+                f"{option}.{sid}",
+                f"sequence number {position.anchor} is not in {sid} of {spec.describe()} (its range starts at "
+                f"{info.first_seq})",
+                "Give a sequence number read from that shard.",
+            )
+        check_start_in_retention(spec, position, fail_on_data_loss, now)
+    check_start_in_retention(spec, spec.starting_position, fail_on_data_loss, now)
+    states, gone, unknown = lineage.named_states(listed, spec.starting_position, named)
+    if unknown:
+        shown = ", ".join(sorted(infos)[:20]) + (" ..." if len(infos) > 20 else "")
+        raise OptionError(
+            f"{option}.{unknown[0]}",
+            f"names {'shards' if len(unknown) > 1 else 'a shard'} {', '.join(unknown)} that {spec.describe()} "
+            "does not have (nor any child of it: a typo, or past retention with its children)",
+            f"Name shards it lists: {shown}.",
+        )
+    if gone:
+        text = (
+            f"Kinesis stream {spec.describe()}: the named shards {', '.join(gone)} are past retention (their "
+            "children are listed, they are not): the records from their named positions on are gone"
+        )
+        if fail_on_data_loss:
+            raise DataLossError(
+                f"{text}. Set failOnDataLoss=false to accept the loss and read their children from their "
+                "oldest records, or name the children's positions instead."
+            )
+        log.warning("%s; failOnDataLoss=false: reading their children from their oldest records", text)
+    return states
 
 
 @dataclass
@@ -183,20 +236,32 @@ class ShardDiscovery:
         return self._stream(key).spec.created_ms
 
     def initial_states(self, key: str, start: Position | None = None) -> dict[str, ShardState]:
-        """The shards a stream starts with, at `start` (default: its starting position; LATEST is
-        pinned to now)."""
+        """The shards a stream starts with, at `start` (default: its starting position, and the positions
+        of the shards the options name; LATEST is pinned to now)."""
         stream = self._stream(key)
-        start = start or stream.spec.starting_position
-        check_start_in_retention(stream.spec, start, self.config.fail_on_data_loss, self._clock())
+        spec = stream.spec
+        if start is None and spec.shard_starts:
+            listed = stream.proxy.list_shards()
+            stream.last_ms = self._clock()
+            stream.infos = {s.shard_id: s for s in listed}
+            return self._pinned(named_starts(spec, listed, self.config.fail_on_data_loss, self._clock()))
+        start = start or spec.starting_position
+        check_start_in_retention(spec, start, self.config.fail_on_data_loss, self._clock())
         listed = stream.proxy.list_shards(open_only=start.kind == LATEST)
         stream.last_ms = self._clock()
         stream.infos = {s.shard_id: s for s in listed}
         if start.kind == LATEST:
-            # "From the moment the query first started": pinned as a timestamp in the first offset, so
-            # records put between now and the first batch are read, and a restart does not move it.
-            start = Position.at_timestamp(self._clock())
             listed = lineage.open_only(listed)
-        return lineage.initial_states(listed, start)
+        return self._pinned(lineage.initial_states(listed, start))
+
+    def _pinned(self, states: dict[str, ShardState]) -> dict[str, ShardState]:
+        """LATEST, "from the moment the query first started", as a timestamp in the first offset: records
+        put between now and the first batch are read, and a restart does not move it."""
+        now = Position.at_timestamp(self._clock())
+        return {
+            sid: replace(state, position=now) if state.position.kind == LATEST else state
+            for sid, state in states.items()
+        }
 
     def refresh(
         self, key: str, states: dict[str, ShardState], *, force: bool, cutoff_ms: int | None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ...model import TRIM, Position, ShardInfo
+from ...model import LATEST, TRIM, Position, ShardInfo
 from ..state.offsets import ShardState
 
 
@@ -32,6 +32,57 @@ def initial_states(listed: Iterable[ShardInfo], start: Position) -> dict[str, Sh
     query starting now (LATEST) passes only the open shards (see `open_only`)."""
     shards = list(listed)
     return {s.shard_id: ShardState(position=start, parents=s.parents) for s in shards}
+
+
+def named_states(
+    listed: Iterable[ShardInfo], default: Position, named: Mapping[str, Position]
+) -> tuple[dict[str, ShardState], list[str], list[str]]:
+    """The shards a new query starts with when the user named some shards' positions (restoring another
+    system's checkpoint, see `config.start_positions`), in terms of the lineage:
+
+    - a named shard starts where it is named;
+    - a shard that a named shard descends from is not read: the checkpoint got past it;
+    - a shard that descends from a named shard starts at TRIM_HORIZON, after its parents (born after
+      the checkpoint, or not reached by it yet);
+    - every other shard starts at `default` (LATEST: the open ones only, as `initial_states`).
+
+    Returns (states, named shards not listed whose children are: past retention, unknown names)."""
+    shards = list(listed)
+    by_id = {s.shard_id: s for s in shards}
+    children: dict[str, list[str]] = {}
+    for shard in shards:
+        for parent in shard.parents:
+            children.setdefault(parent, []).append(shard.shard_id)
+    gone = sorted(sid for sid in named if sid not in by_id and sid in children)
+    unknown = sorted(sid for sid in named if sid not in by_id and sid not in children)
+    ancestors = _ancestors(
+        {sid: ShardState(position=default, parents=by_id[sid].parents) for sid in named if sid in by_id},
+        shards,
+    )
+    descendants: set[str] = set()
+    stack = [sid for sid in named if sid in by_id or sid in children]
+    for _step in range(len(shards) + len(stack) + 1):  # bounded: every shard enters `descendants` once
+        if not stack:
+            break
+        for child in children.get(stack.pop(), ()):
+            if child not in descendants:
+                descendants.add(child)
+                stack.append(child)
+    states: dict[str, ShardState] = {}
+    for shard in shards:
+        sid = shard.shard_id
+        if sid in named:
+            position = named[sid]
+        elif sid in ancestors:
+            continue
+        elif sid in descendants:
+            position = Position.trim_horizon()
+        elif default.kind == LATEST and shard.closed:
+            continue
+        else:
+            position = default
+        states[sid] = ShardState(position=position, parents=shard.parents)
+    return states, gone, unknown
 
 
 def open_only(listed: Iterable[ShardInfo]) -> list[ShardInfo]:

@@ -118,7 +118,8 @@ class Planner:
                     spec.describe(),
                     spec.key,
                     len(streams[spec.key]),
-                    spec.starting_position.describe(),
+                    spec.starting_position.describe()
+                    + (f" ({len(spec.shard_starts)} shards named)" if spec.shard_starts else ""),
                 )
             self._checked_tokens.add(token)
             self._initial = SourceOffset(
