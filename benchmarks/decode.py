@@ -133,7 +133,10 @@ def markdown_decode(rows: list[DecodeRow]) -> str:
         "project's decode by msgspec alone (the bodies the scan leaves to it); `decode` is "
         "`aws.get_records.decode` (the vectorised scan, into Arrow arrays); `path` adds what a task does "
         "with a response: cut it to the batch's limits and build the Arrow batch. The last column is the "
-        "ratio of the medians.",
+        "ratio of the medians. The bodies are the scan's best case, as Kinesis sends plain records: every "
+        "record lists its members in the same order, no string holds an escape, no payload is a KPL "
+        "aggregate, all payloads have one size; a body the scan does not fully recognise (escapes, "
+        "`ChildShards`, an unknown member) is decoded at the `msgspec` column's rate instead.",
         "",
         "| record size | botocore MB/s | msgspec MB/s | decode MB/s | path MB/s | path vs botocore |",
         "|---|---|---|---|---|---|",

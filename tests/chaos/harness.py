@@ -502,6 +502,8 @@ class ChaosRun:
             batches.setdefault(row["shardId"], []).append(row["batch"])
         for shard in kin.list_shards(StreamName=self.stream)["Shards"]:
             child = batches.get(shard["ShardId"])
+            if child and shard.get("ParentShardId"):
+                result.child_rows += len(child)
             for parent in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")):
                 if child and parent in batches and min(child) <= max(batches[parent]):
                     result.lineage_violations += 1

@@ -130,6 +130,7 @@ class Result:
     extra: int = 0
     order_violations: int = 0
     lineage_violations: int = 0  # a child shard's rows in a batch not after every batch of its parents'
+    child_rows: int = 0  # rows the query read from shards a reshard made (a reshard that changed nothing: 0)
     server_lost: int = 0  # acknowledged records the server does not hold once (not the connector's doing)
     aged_out: int = 0  # records a stop aged out before the query delivered them (expected, reported)
     loss_warnings: int = 0  # the connector's data-loss warnings (failOnDataLoss=false) in the driver log
