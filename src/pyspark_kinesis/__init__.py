@@ -75,16 +75,39 @@ def register(spark: Any) -> None:
     >>> pyspark_kinesis.register(spark)  # doctest: +SKIP
     >>> df = spark.readStream.format("kinesis").option("streamName", "orders").load()  # doctest: +SKIP
     """
-    from .datasource import KinesisDataSource
+    source = _data_source()  # (before touching the session: without PySpark 4 it says so first)
+    spark.dataSource.register(source)
 
-    spark.dataSource.register(KinesisDataSource)
+
+def _data_source() -> type:
+    """The data source class, or an error that says which PySpark is needed: PySpark is not a
+    requirement of the package (the runtime brings its own, see pyproject.toml)."""
+    try:
+        from .datasource import KinesisDataSource
+    except ImportError as exc:
+        if not (exc.name or "").startswith("pyspark") or (exc.name or "").startswith("pyspark_kinesis"):
+            raise
+        raise ImportError(needs_pyspark(exc)) from exc
+    return KinesisDataSource
+
+
+def needs_pyspark(exc: ImportError) -> str:
+    try:
+        import pyspark
+
+        found = f"this Python has PySpark {getattr(pyspark, '__version__', '(unknown version)')}"
+    except ImportError:
+        found = "this Python has no PySpark"
+    return (
+        "pyspark-kinesis needs PySpark 4.0 or later (its Python Data Source API with streaming readers), and "
+        f"{found} (importing {exc.name} failed). On a Spark 4 runtime (EMR emr-spark-8, Databricks Runtime 18, "
+        "a Spark 4 image) run the job there; where PySpark comes from pip, `pip install 'pyspark-kinesis[spark]'`."
+    )
 
 
 def __getattr__(name: str) -> Any:
     # The data source class pulls in pyspark: loaded when asked for, so that `import pyspark_kinesis`
     # (the CLI, the assigners) stays light.
     if name == "KinesisDataSource":
-        from .datasource import KinesisDataSource
-
-        return KinesisDataSource
+        return _data_source()
     raise AttributeError(f"module 'pyspark_kinesis' has no attribute {name!r}")

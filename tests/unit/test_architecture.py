@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,3 +133,25 @@ def test_the_connector_imports_without_the_command_line_libraries():
         "import pyspark_kinesis.datasource, pyspark_kinesis.source.executor.task, pyspark_kinesis.metrics\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_pyspark_is_an_extra_not_a_requirement():
+    """Databricks and EMR put their PySpark on the path without pip knowing it: a requirement would make
+    pip fetch PyPI's pyspark over theirs."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.lower().startswith("pyspark")]
+    assert project["optional-dependencies"]["spark"] == ["pyspark>=4.0,<5"]
+
+
+def test_registering_without_a_pyspark_4_says_what_is_needed():
+    code = (
+        "import sys\nsys.modules['pyspark.sql.datasource'] = None\nimport pyspark_kinesis\n"
+        "pyspark_kinesis.register(object())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "pyspark-kinesis needs PySpark 4.0 or later" in done.stderr, done.stderr
+    assert (
+        "pip install 'pyspark-kinesis[spark]'" in done.stderr
+        and "importing pyspark.sql.datasource" in done.stderr
+    )
