@@ -100,3 +100,20 @@ def kinesis_client(
             )
             _clients[key] = client
         return client
+
+
+def glue_client(settings: AwsSettings, endpoint_url: str | None = None) -> Any:
+    """An AWS Glue client (the Schema Registry's API) with the stream's credentials and region; cached
+    per process like the Kinesis clients."""
+    key = (settings, None, f"glue {endpoint_url or ''}")
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            client = session_for(settings).create_client(
+                "glue",
+                region_name=settings.region,
+                endpoint_url=endpoint_url,
+                config=_config(settings, None, 4, "glue"),
+            )
+            _clients[key] = client
+        return client

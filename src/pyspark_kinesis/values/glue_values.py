@@ -1,0 +1,93 @@
+"""Records framed by the Glue Schema Registry's serializers (`glue_wire`) decoded into the reader's
+schema as one typed column per batch, beside the Kinesis columns.
+
+Per record: the header names the writer's schema version, fetched once per executor process and
+parsed once; the body is decoded with it into the reader's schema (`avro_types`). What cannot be
+decoded is never dropped: by default the task fails with an error naming the stream, shard, sequence
+number and schema version (`onDecodeError=fail`); with `onDecodeError=column` the row keeps its raw
+bytes in `data`, its value is null and `valueError` says why. A record without the header is an error
+the same way, or with `recordsWithoutHeader=pass` a row whose value is null (no error: a stream that
+mixes framed and plain records on purpose).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import CorruptRecordError
+from .avro_types import AvroValues, parse
+from .glue_wire import WireError, unframe
+
+FAIL, COLUMN, PASS = "fail", "column", "pass"
+
+
+@dataclass(frozen=True)
+class Decoded:
+    values: pa.Array  # the reader's struct type, null where a record has no value
+    errors: pa.Array | None  # why, per row (onDecodeError=column); None otherwise
+
+
+class GlueValues:
+    """One executor process's decoder for one reader schema. `writer_definition(version_id)` returns
+    a writer version's schema definition (the registry, cached per process: see `aws.glue_registry`)."""
+
+    def __init__(
+        self,
+        reader_definition: str,
+        writer_definition: Callable[[str], str],
+        on_error: str = FAIL,
+        without_header: str = FAIL,
+    ) -> None:
+        self.avro = AvroValues(parse(reader_definition))
+        self.writer_definition = writer_definition
+        self.on_error, self.without_header = on_error, without_header
+        self._writers: dict[str, Any] = {}
+
+    def _writer(self, version_id: str) -> Any:
+        writer = self._writers.get(version_id)
+        if writer is None:
+            writer = self._writers[version_id] = parse(self.writer_definition(version_id))
+        return writer
+
+    def decode(self, data: pa.Array, where: Callable[[int], str]) -> Decoded:
+        """The values of a batch's `data` column; `where(i)` names row i (stream, shard, sequence
+        number) for errors."""
+        values: list[Any] = []
+        errors: list[str | None] = []
+        for index, payload in enumerate(data.to_pylist()):
+            value, error = self._one(payload, index, where)
+            values.append(value)
+            errors.append(error)
+        column = self.avro.column(values)
+        return Decoded(column, pa.array(errors, type=pa.string()) if self.on_error == COLUMN else None)
+
+    def _one(self, payload: bytes | None, index: int, where: Callable[[int], str]) -> tuple[Any, str | None]:
+        if payload is None:
+            return None, None
+        try:
+            framed = unframe(payload)
+        except WireError as exc:
+            if self.without_header == PASS:
+                return None, None
+            return self._failed(f"no Glue Schema Registry header ({exc})", index, where)
+        try:
+            writer = self._writer(framed.schema_version)
+        except Exception as exc:  # the registry's errors are already worded (aws.glue_registry)
+            return self._failed(str(exc), index, where)
+        try:
+            return self.avro.decode(framed.body, writer), None
+        except Exception as exc:  # fastavro raises many kinds for a body or version it cannot read
+            text = f"written with schema version {framed.schema_version}, it does not decode into the reader's schema ({type(exc).__name__}: {exc})"
+            return self._failed(text, index, where)
+
+    def _failed(self, text: str, index: int, where: Callable[[int], str]) -> tuple[Any, str]:
+        if self.on_error == COLUMN:
+            return None, text
+        raise CorruptRecordError(
+            f"{where(index)}: {text}. Set onDecodeError=column to keep such records as raw bytes with the "
+            "reason in valueError."
+        )

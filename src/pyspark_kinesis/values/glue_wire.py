@@ -1,0 +1,61 @@
+"""The AWS Glue Schema Registry's wire format, as its serializers (the KPL/KCL integration, Flink's
+avro-glue format, the Java and Python serde libraries) frame each record:
+
+    byte 0      header version, 3
+    byte 1      compression: 0 none, 5 zlib
+    bytes 2-17  the schema version's UUID (the registry's SchemaVersionId)
+    bytes 18-   the payload (Avro binary, JSON text or Protobuf), zlib-compressed when byte 1 says so
+
+The UUID names the *writer's* schema version; a reader decodes into its own (see `avro_types`).
+"""
+
+from __future__ import annotations
+
+import uuid
+import zlib
+from typing import NamedTuple
+
+HEADER_VERSION = 3
+COMPRESSION_NONE = 0
+COMPRESSION_ZLIB = 5
+HEADER_BYTES = 18
+MAX_INFLATED = 64 * 1024 * 1024  # a record inflating beyond this is refused (Kinesis records are <= 10 MiB)
+
+
+class WireError(ValueError):
+    """A payload that is not framed as the registry's serializers frame records."""
+
+
+class Framed(NamedTuple):
+    schema_version: str  # the writer's SchemaVersionId, as the registry spells it (lower-case UUID)
+    body: bytes  # the payload, inflated
+
+
+def unframe(payload: bytes) -> Framed:
+    """The writer's schema version and the payload of one record; WireError when it is not framed."""
+    if len(payload) < HEADER_BYTES:
+        raise WireError(f"{len(payload)} bytes, shorter than the {HEADER_BYTES}-byte header")
+    if payload[0] != HEADER_VERSION:
+        raise WireError(f"header version {payload[0]}, not {HEADER_VERSION}")
+    compression = payload[1]
+    version = str(uuid.UUID(bytes=bytes(payload[2:HEADER_BYTES])))
+    body = bytes(payload[HEADER_BYTES:])
+    if compression == COMPRESSION_ZLIB:
+        inflater = zlib.decompressobj()
+        try:
+            body = inflater.decompress(body, MAX_INFLATED)
+        except zlib.error as exc:
+            raise WireError(f"the zlib-compressed payload does not inflate ({exc})") from None
+        if inflater.unconsumed_tail:
+            raise WireError(f"the payload inflates beyond {MAX_INFLATED} bytes")
+    elif compression != COMPRESSION_NONE:
+        raise WireError(f"compression byte {compression}, neither 0 (none) nor 5 (zlib)")
+    return Framed(version, body)
+
+
+def frame(schema_version: str, body: bytes, compress: bool = False) -> bytes:
+    """One record as the registry's serializers write it (the sink's `valueFormat=glue`)."""
+    if compress:
+        body = zlib.compress(body)
+    flag = COMPRESSION_ZLIB if compress else COMPRESSION_NONE
+    return bytes([HEADER_VERSION, flag]) + uuid.UUID(schema_version).bytes + body

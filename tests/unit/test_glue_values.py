@@ -1,0 +1,151 @@
+"""Glue Schema Registry records: the wire format, Avro schemas as Spark/Arrow types, and records written
+with two schema versions decoded into the reader's. Records are framed here by hand (the header as the
+registry's serializers write it) and encoded by fastavro, independently of the code under test."""
+
+from __future__ import annotations
+
+import io
+import uuid
+import zlib
+
+import fastavro
+import orjson
+import pyarrow as pa
+import pytest
+
+from pyspark_kinesis.errors import CorruptRecordError
+from pyspark_kinesis.values import avro_types, glue_wire
+from pyspark_kinesis.values.glue_values import GlueValues
+
+V1 = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}],
+}
+V2 = {  # backward compatible: an optional field with a default added
+    "type": "record",
+    "name": "Order",
+    "fields": [*V1["fields"], {"name": "qty", "type": ["null", "int"], "default": None}],
+}
+V1_ID, V2_ID = str(uuid.uuid4()), str(uuid.uuid4())
+DEFINITIONS = {V1_ID: orjson.dumps(V1).decode(), V2_ID: orjson.dumps(V2).decode()}
+
+
+def framed(version_id: str, schema: dict, record: dict, compress: bool = False) -> bytes:
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
+    payload = zlib.compress(body.getvalue()) if compress else body.getvalue()
+    return bytes([3, 5 if compress else 0]) + uuid.UUID(version_id).bytes + payload
+
+
+def where(index: int) -> str:
+    return f"stream 'orders', shard shardId-000000000000, row {index}"
+
+
+def decoder(reader=V2_ID, **policy) -> GlueValues:
+    return GlueValues(DEFINITIONS[reader], DEFINITIONS.__getitem__, **policy)
+
+
+# -- the wire format ---------------------------------------------------------------------------------
+def test_the_header_names_the_writer_version_and_zlib_bodies_inflate():
+    body = b"\x02\x06abc"
+    for compress in (False, True):
+        payload = glue_wire.frame(V1_ID, body, compress=compress)
+        assert payload[:2] == bytes([3, 5 if compress else 0]) and glue_wire.unframe(payload) == (V1_ID, body)
+
+
+@pytest.mark.parametrize(
+    ("payload", "words"),
+    [
+        (b"\x03\x00short", "shorter than the 18-byte header"),
+        (bytes([2, 0]) + bytes(16) + b"x", "header version 2"),
+        (bytes([3, 7]) + bytes(16) + b"x", "compression byte 7"),
+        (bytes([3, 5]) + bytes(16) + b"not zlib", "does not inflate"),
+    ],
+)
+def test_payloads_not_framed_by_the_registry_are_refused(payload, words):
+    with pytest.raises(glue_wire.WireError, match=words):
+        glue_wire.unframe(payload)
+
+
+# -- Avro schemas as column types ----------------------------------------------------------------------
+def test_an_avro_record_maps_to_a_spark_struct():
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+            {
+                "name": "price",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+            },
+            {"name": "tags", "type": {"type": "array", "items": "string"}},
+            {"name": "attrs", "type": {"type": "map", "values": "double"}},
+            {"name": "kind", "type": {"type": "enum", "name": "K", "symbols": ["A"]}},
+            {
+                "name": "next",
+                "type": ["null", {"type": "record", "name": "N", "fields": [{"name": "x", "type": "int"}]}],
+            },
+            {"name": "again", "type": ["null", "N"]},
+        ],
+    }
+    arrow, ddl = avro_types.types(avro_types.parse(schema))
+    assert ddl == (
+        "STRUCT<`at`: TIMESTAMP, `day`: DATE, `price`: DECIMAL(9,2), `tags`: ARRAY<STRING>, "
+        "`attrs`: MAP<STRING, DOUBLE>, `kind`: STRING, `next`: STRUCT<`x`: INT>, `again`: STRUCT<`x`: INT>>"
+    )
+    assert arrow.field("at").type == pa.timestamp("us", tz="UTC") and arrow.field("again").type == pa.struct(
+        [("x", pa.int32())]
+    )
+
+
+def test_a_union_of_several_types_is_an_error_naming_the_field():
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "either", "type": ["null", "int", "string"]}],
+    }
+    with pytest.raises(avro_types.UnsupportedSchema, match=r"value.either: a union of int, string"):
+        avro_types.types(avro_types.parse(schema))
+
+
+# -- decoding across versions --------------------------------------------------------------------------
+def test_records_of_two_versions_decode_into_the_readers_schema():
+    data = pa.array(
+        [
+            framed(V1_ID, V1, {"id": 1, "item": "a"}),
+            framed(V2_ID, V2, {"id": 2, "item": "b", "qty": 3}, compress=True),
+        ],
+        type=pa.binary(),
+    )
+    newer = decoder(V2_ID).decode(data, where)
+    assert newer.values.to_pylist() == [{"id": 1, "item": "a", "qty": None}, {"id": 2, "item": "b", "qty": 3}]
+    older = decoder(V1_ID).decode(data, where)  # a reader on the older version skips the added field
+    assert older.values.to_pylist() == [{"id": 1, "item": "a"}, {"id": 2, "item": "b"}]
+    assert newer.errors is None
+
+
+def test_a_version_the_reader_cannot_take_fails_naming_the_record_or_goes_to_the_error_column():
+    other_id = str(uuid.uuid4())
+    other = {
+        "type": "record",
+        "name": "Order",
+        "fields": [{"name": "item", "type": "string"}],
+    }  # no id, no default
+    DEFINITIONS[other_id] = orjson.dumps(other).decode()
+    data = pa.array([framed(other_id, other, {"item": "x"}), framed(V1_ID, V1, {"id": 5, "item": "y"})])
+    with pytest.raises(CorruptRecordError, match=rf"row 0: written with schema version {other_id}"):
+        decoder().decode(data, where)
+    kept = decoder(on_error="column").decode(data, where)
+    assert kept.values.to_pylist() == [None, {"id": 5, "item": "y", "qty": None}]
+    errors = kept.errors.to_pylist()
+    assert other_id in errors[0] and errors[1] is None
+
+
+def test_records_without_the_header_fail_or_pass_as_asked():
+    data = pa.array([b'{"plain": "json"}', framed(V1_ID, V1, {"id": 1, "item": "a"})])
+    with pytest.raises(CorruptRecordError, match="row 0: no Glue Schema Registry header"):
+        decoder().decode(data, where)
+    passed = decoder(without_header="pass").decode(data, where)
+    assert passed.values.to_pylist() == [None, {"id": 1, "item": "a", "qty": None}]
