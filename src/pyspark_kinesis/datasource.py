@@ -12,9 +12,20 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 
-from .source.options import parse_options, refuse_fan_out_for_batch_reads
+from .source.options import SourceConfig, parse_options, refuse_fan_out_for_batch_reads
 from .source.readers import KinesisBatchReader, stream_reader
 from .source.schema import SPARK_SCHEMA
+
+
+def _with_values(config: SourceConfig, schema: Any) -> SourceConfig:
+    """valueFormat=glue: the reader's schema looked up again, and checked against the one `.load()` gave."""
+    if not config.value.decoded:
+        return config
+    from .source.value_columns import check_same, resolve
+
+    config = resolve(config)
+    check_same(config, schema)
+    return config
 
 
 class KinesisDataSource(DataSource):
@@ -28,9 +39,13 @@ class KinesisDataSource(DataSource):
     def name(cls) -> str:
         return "kinesis"
 
-    def schema(self) -> str:
-        parse_options(self._batch_options(), streaming=False)
-        return SPARK_SCHEMA
+    def schema(self) -> Any:
+        config = parse_options(self._batch_options(), streaming=False)
+        if not config.value.decoded:
+            return SPARK_SCHEMA
+        from .source.value_columns import resolve, spark_schema  # (valueFormat=glue: the registry's schema)
+
+        return spark_schema(resolve(config))
 
     def _batch_options(self) -> dict[str, str]:
         options = dict(self.options)
@@ -39,12 +54,12 @@ class KinesisDataSource(DataSource):
         return options
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return stream_reader(parse_options(self.options, streaming=True))
+        return stream_reader(_with_values(parse_options(self.options, streaming=True), schema))
 
     def reader(self, schema: Any) -> DataSourceReader:
         config = parse_options(self._batch_options(), streaming=False)
         refuse_fan_out_for_batch_reads(config)
-        return KinesisBatchReader(config)
+        return KinesisBatchReader(_with_values(config, schema))
 
     # The sink's modules load only when a query writes: every query starts a fresh planner process
     # (Spark's streaming source runner), and what it imports is paid again on every start.

@@ -16,6 +16,8 @@ replay reads exactly its logged range on every version (see `source.readers`).
 
 from __future__ import annotations
 
+from typing import Any
+
 try:  # PySpark 4.2+
     from pyspark.sql.streaming.datasource import (  # type: ignore[import-not-found,unused-ignore]
         ReadAllAvailable,
@@ -39,8 +41,21 @@ else:
     ARROW_STREAM_WRITER = True
 
 
+def arrow_type(spark_type: Any) -> Any:
+    """The Arrow type Spark expects of a column of `spark_type` in the record batches a Python data
+    source yields (Spark compares their schema with its own conversion: list items named as it names
+    them, timestamps in UTC), through PySpark's own conversion, whose signature changed in 4.1."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    try:
+        return to_arrow_type(spark_type, timezone="UTC")
+    except TypeError:  # PySpark 4.0: timestamp_utc=True by default
+        return to_arrow_type(spark_type)
+
+
 __all__ = [
     "ADMISSION_CONTROL",
+    "arrow_type",
     "ARROW_STREAM_WRITER",
     "DataSourceStreamArrowWriter",
     "ReadAllAvailable",

@@ -17,6 +17,7 @@ from ..config.aws_settings import AWS_OPTIONS
 from ..config.option_values import bool_option, fold, int_option, parse_position
 from ..config.start_positions import parse_source_start
 from ..config.stream_specs import StreamSpec, parse_streams
+from ..config.value_format import VALUE_OPTIONS, ValueFormat, parse_value_format
 from ..errors import OptionError
 from ..model import Position, StreamIdentity
 
@@ -93,6 +94,7 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
         "passThrough",
         "passThrough | fail: a record with the KPL magic that does not parse is read as one plain record (with a warning) or fails the batch.",
     ),
+    **VALUE_OPTIONS,
     **AWS_OPTIONS,
 }
 
@@ -122,6 +124,7 @@ class SourceConfig:
     fail_on_corrupt_aggregate: bool = False
     consumer_type: str = "polling"  # or "efo"
     fan_out_relay: bool = True  # efo: read a subscription where another executor holds it (agent.relay)
+    value: ValueFormat = field(default_factory=ValueFormat)  # the payload's format (source.value_columns)
 
     @property
     def fan_out(self) -> bool:
@@ -184,6 +187,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
         target_tasks=int_option(opts, "targetTasks", None, 1),
         max_shards_per_task=int_option(opts, "maxShardsPerTask", None, 1),
         fail_on_corrupt_aggregate=_on_corrupt(opts),
+        value=parse_value_format(opts),
     )
 
 

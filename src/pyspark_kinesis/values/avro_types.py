@@ -1,4 +1,4 @@
-"""A registered Avro schema as Spark and Arrow types, and records written with any compatible version
+"""A registered Avro schema as a Spark type (and the Arrow type Spark expects of it), and records written with any compatible version
 decoded into it.
 
 The reader's schema (the version the user picks, at `.load()`) decides the columns; every record is
@@ -19,6 +19,26 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from ..spark_api import arrow_type
 
 try:
     import fastavro
@@ -64,30 +84,30 @@ def _name(schema: Any) -> str:
     return str(schema)
 
 
-_PRIMITIVES = {
-    "boolean": (pa.bool_(), "BOOLEAN"),
-    "int": (pa.int32(), "INT"),
-    "long": (pa.int64(), "BIGINT"),
-    "float": (pa.float32(), "FLOAT"),
-    "double": (pa.float64(), "DOUBLE"),
-    "bytes": (pa.binary(), "BINARY"),
-    "string": (pa.string(), "STRING"),
+_PRIMITIVES: dict[str, DataType] = {
+    "boolean": BooleanType(),
+    "int": IntegerType(),
+    "long": LongType(),
+    "float": FloatType(),
+    "double": DoubleType(),
+    "bytes": BinaryType(),
+    "string": StringType(),
 }
-_LOGICAL = {
-    ("int", "date"): (pa.date32(), "DATE"),
-    ("long", "timestamp-millis"): (pa.timestamp("us", tz="UTC"), "TIMESTAMP"),
-    ("long", "timestamp-micros"): (pa.timestamp("us", tz="UTC"), "TIMESTAMP"),
-    ("long", "local-timestamp-millis"): (pa.timestamp("us"), "TIMESTAMP_NTZ"),
-    ("long", "local-timestamp-micros"): (pa.timestamp("us"), "TIMESTAMP_NTZ"),
+_LOGICAL: dict[tuple[str, str], DataType] = {
+    ("int", "date"): DateType(),
+    ("long", "timestamp-millis"): TimestampType(),
+    ("long", "timestamp-micros"): TimestampType(),
+    ("long", "local-timestamp-millis"): TimestampNTZType(),
+    ("long", "local-timestamp-micros"): TimestampNTZType(),
 }
 
 
-def types(schema: Any, where: str = "value", depth: int = 0) -> tuple[pa.DataType, str]:
-    """(Arrow type, Spark DDL type) of an Avro schema; UnsupportedSchema naming the field otherwise."""
+def spark_type(schema: Any, where: str = "value", depth: int = 0) -> DataType:
+    """The Spark type of an Avro schema; UnsupportedSchema naming the field otherwise."""
     if depth > 64:
         raise UnsupportedSchema(f"{where}: nested more than 64 levels deep (a recursive record?)")
     if isinstance(schema, list):
-        return types(_non_null(schema, where), where, depth + 1)
+        return spark_type(_non_null(schema, where), where, depth + 1)
     if isinstance(schema, str):
         if schema in _PRIMITIVES:
             return _PRIMITIVES[schema]
@@ -95,30 +115,29 @@ def types(schema: Any, where: str = "value", depth: int = 0) -> tuple[pa.DataTyp
     kind = schema.get("type")
     logical = schema.get("logicalType")
     if isinstance(kind, (dict, list)):
-        return types(kind, where, depth + 1)
+        return spark_type(kind, where, depth + 1)
     if (kind, logical) in _LOGICAL:
         return _LOGICAL[(kind, logical)]
     if logical == "decimal" and kind in ("bytes", "fixed"):
-        precision, scale = int(schema["precision"]), int(schema.get("scale", 0))
-        return pa.decimal128(precision, scale), f"DECIMAL({precision},{scale})"
+        return DecimalType(int(schema["precision"]), int(schema.get("scale", 0)))
     if kind in _PRIMITIVES:
         return _PRIMITIVES[kind]
     if kind == "enum":
-        return pa.string(), "STRING"
+        return StringType()
     if kind == "fixed":
-        return pa.binary(), "BINARY"
+        return BinaryType()
     if kind == "array":
-        arrow, ddl = types(schema["items"], f"{where}[]", depth + 1)
-        return pa.list_(arrow), f"ARRAY<{ddl}>"
+        return ArrayType(spark_type(schema["items"], f"{where}[]", depth + 1))
     if kind == "map":
-        arrow, ddl = types(schema["values"], f"{where}{{}}", depth + 1)
-        return pa.map_(pa.string(), arrow), f"MAP<STRING, {ddl}>"
+        return MapType(StringType(), spark_type(schema["values"], f"{where}{{}}", depth + 1))
     if kind == "record":
-        fields = [(f["name"], *types(f["type"], f"{where}.{f['name']}", depth + 1)) for f in schema["fields"]]
+        fields = [
+            StructField(f["name"], spark_type(f["type"], f"{where}.{f['name']}", depth + 1))
+            for f in schema["fields"]
+        ]
         if not fields:
             raise UnsupportedSchema(f"{where}: a record without fields has no Spark type")
-        arrow_type = pa.struct([pa.field(name, arrow) for name, arrow, _ddl in fields])
-        return arrow_type, "STRUCT<" + ", ".join(f"`{name}`: {ddl}" for name, _a, ddl in fields) + ">"
+        return StructType(fields)
     raise UnsupportedSchema(f"{where}: type '{kind}' has no Spark type")
 
 
@@ -128,7 +147,8 @@ class AvroValues:
     def __init__(self, reader: Any) -> None:
         require_fastavro()
         self.reader = reader
-        self.arrow, self.ddl = types(reader)
+        self.spark = spark_type(reader)
+        self.arrow = arrow_type(self.spark)  # exactly what Spark expects of the column (see spark_api)
 
     def decode(self, body: bytes, writer: Any) -> Any:
         """One record; fastavro's resolution errors (a version the reader's schema cannot take) raise."""

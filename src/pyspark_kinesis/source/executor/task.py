@@ -130,7 +130,16 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     for piece in plan.shards:
         cols, _end = results[piece.ref]
         if len(cols):
-            yield cols.to_arrow()
+            yield _rows(cols.to_arrow(), config)
+
+
+def _rows(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
+    """A batch as the source declares its rows: with the decoded values when valueFormat=glue."""
+    if not config.value.decoded:
+        return batch
+    from ..value_columns import with_values
+
+    return with_values(batch, config)
 
 
 def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.RecordBatch]:
@@ -152,7 +161,7 @@ def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.Rec
         )
         cols, end = fetch_shard(proxy, piece.shard_id, position, limits, None, config.fail_on_data_loss)
         if len(cols):
-            yield cols.to_arrow()
+            yield _rows(cols.to_arrow(), config)
         if end.end.is_end or end.reached_cutoff or end.at_tip:
             return
         position = end.end

@@ -1,0 +1,128 @@
+"""How a record's payload becomes columns: `valueFormat=raw` (the bytes, in `data`) or `valueFormat=glue`
+(framed by the AWS Glue Schema Registry's serializers, decoded into a registered schema: `values`).
+
+Parsed here without the network; the reader's schema version is looked up when the query is planned
+(`source.value_columns`) and then travels to the executors as its definition, so every task decodes
+into the same version whatever the registry learns meanwhile.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import OptionError
+from .option_values import int_option
+
+RAW, GLUE = "raw", "glue"
+STRUCT, FLATTEN = "struct", "flatten"
+FAIL, COLUMN, PASS = "fail", "column", "pass"
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+VALUE_OPTIONS: dict[str, tuple[str, str]] = {
+    "valueFormat": (
+        "raw",
+        "raw (the payload in data) | glue (AWS Glue Schema Registry framed records decoded into typed columns).",
+    ),
+    "schemaRegistryName": (
+        "(none)",
+        "glue: the registry of the schema to read records into (with schemaName).",
+    ),
+    "schemaName": ("(none)", "glue: the schema to read records into (with schemaRegistryName)."),
+    "schemaVersionNumber": ("(the latest)", "glue: the version of schemaName to read into."),
+    "schemaVersionId": ("(none)", "glue: the schema version (a UUID) to read into, instead of a name."),
+    "schemaRegistryEndpointUrl": ("(AWS's)", "glue: the Glue API endpoint (tests, VPC endpoints)."),
+    "valueColumns": (
+        "struct",
+        "glue: struct (one column `value`) | flatten (the record's fields as top-level columns).",
+    ),
+    "onDecodeError": (
+        "fail",
+        "glue: fail (the task fails naming the record) | column (value null, the reason in valueError).",
+    ),
+    "recordsWithoutHeader": (
+        "fail",
+        "glue: fail | pass (a record without the registry's header: value null).",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ValueFormat:
+    """The payload's format and, for glue, where its reader schema is registered."""
+
+    format: str = RAW
+    registry: str | None = None
+    schema: str | None = None
+    version_number: int | None = None
+    version_id: str | None = None
+    endpoint_url: str | None = None
+    columns: str = STRUCT
+    on_error: str = FAIL
+    without_header: str = FAIL
+    reader_definition: str | None = None  # the reader's schema, once looked up (see the module doc)
+
+    @property
+    def decoded(self) -> bool:
+        return self.format == GLUE
+
+
+def _choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    value = (opts.get(name) or allowed[0]).strip().lower()
+    if value not in allowed:
+        raise OptionError(
+            name, f"'{value}' is not one of {', '.join(allowed)}", f"Use {' or '.join(allowed)}."
+        )
+    return value
+
+
+def parse_value_format(opts: Mapping[str, str]) -> ValueFormat:
+    fmt = _choice(opts, "valueFormat", (RAW, GLUE))
+    glue_only = [k for k in VALUE_OPTIONS if k != "valueFormat" and k in opts]
+    if fmt == RAW:
+        if glue_only:
+            raise OptionError(
+                glue_only[0], "applies to valueFormat=glue only", "Set valueFormat=glue, or remove it."
+            )
+        return ValueFormat()
+    version_id = (opts.get("schemaVersionId") or "").strip() or None
+    registry = (opts.get("schemaRegistryName") or "").strip() or None
+    schema = (opts.get("schemaName") or "").strip() or None
+    if version_id is not None:
+        if not _UUID.match(version_id):
+            raise OptionError(
+                "schemaVersionId",
+                f"'{version_id}' is not a UUID",
+                "Give the SchemaVersionId as Glue shows it.",
+            )
+        if registry or schema or "schemaVersionNumber" in opts:
+            raise OptionError(
+                "schemaVersionId",
+                "cannot be combined with schemaRegistryName/schemaName/schemaVersionNumber",
+                "Name the reader's schema one way: a version id, or a registry and schema name.",
+            )
+    elif not (registry and schema):
+        raise OptionError(
+            "schemaName" if registry else "schemaRegistryName",
+            "missing: valueFormat=glue decodes records into a registered schema",
+            "Set schemaRegistryName and schemaName (and schemaVersionNumber to pin a version), or schemaVersionId.",
+        )
+    endpoint = (opts.get("schemaRegistryEndpointUrl") or "").strip() or None
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise OptionError(
+            "schemaRegistryEndpointUrl",
+            f"'{endpoint}' is not an http(s) URL",
+            "Write it like https://glue.eu-west-1.amazonaws.com.",
+        )
+    return ValueFormat(
+        format=GLUE,
+        registry=registry,
+        schema=schema,
+        version_number=int_option(opts, "schemaVersionNumber", None, 1),
+        version_id=version_id.lower() if version_id else None,
+        endpoint_url=endpoint,
+        columns=_choice(opts, "valueColumns", (STRUCT, FLATTEN)),
+        on_error=_choice(opts, "onDecodeError", (FAIL, COLUMN)),
+        without_header=_choice(opts, "recordsWithoutHeader", (FAIL, PASS)),
+    )

@@ -1,0 +1,130 @@
+"""valueFormat=glue against a real local Kinesis, moto's Glue Schema Registry on loopback and a real
+SparkSession: records framed as the registry's serializers frame them (the header built here, the
+body encoded by fastavro, independently of the connector) and written with two versions of a schema
+come out as typed columns of the reader's version."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+import zlib
+
+import boto3
+import fastavro
+import pytest
+
+from tests.helpers import client, new_stream
+from tests.integration.streaming_util import Collector, reader, run_available_now
+
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+
+V1 = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}],
+}
+V2 = {**V1, "fields": [*V1["fields"], {"name": "qty", "type": ["null", "int"], "default": None}]}
+
+
+@pytest.fixture(scope="module")
+def registry(local_s3):
+    """A registry with schema `orders` in versions 1 and 2 (moto's server speaks Glue as well)."""
+    glue = boto3.client("glue", region_name="us-east-1", endpoint_url=local_s3.endpoint)
+    name = f"r-{uuid.uuid4().hex[:8]}"
+    glue.create_registry(RegistryName=name)
+    v1 = glue.create_schema(
+        RegistryId={"RegistryName": name},
+        SchemaName="orders",
+        DataFormat="AVRO",
+        Compatibility="BACKWARD",
+        SchemaDefinition=json.dumps(V1),
+    )["SchemaVersionId"]
+    v2 = glue.register_schema_version(
+        SchemaId={"RegistryName": name, "SchemaName": "orders"}, SchemaDefinition=json.dumps(V2)
+    )["SchemaVersionId"]
+    return local_s3.endpoint, name, v1, v2
+
+
+def framed(version_id: str, schema: dict, record: dict, compress: bool) -> bytes:
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
+    payload = zlib.compress(body.getvalue()) if compress else body.getvalue()
+    return bytes([3, 5 if compress else 0]) + uuid.UUID(version_id).bytes + payload
+
+
+def put_orders(kin, stream: str, v1: str, v2: str) -> None:
+    records = [framed(v1, V1, {"id": n, "item": f"i{n}"}, n % 2 == 0) for n in range(20)]
+    records += [framed(v2, V2, {"id": n, "item": f"i{n}", "qty": n}, n % 3 == 0) for n in range(20, 40)]
+    kin.put_records(
+        StreamName=stream, Records=[{"Data": r, "PartitionKey": str(i)} for i, r in enumerate(records)]
+    )
+
+
+def test_a_stream_written_with_two_versions_reads_as_typed_columns(spark, kinesalite, registry, tmp_path):
+    endpoint, name, v1, v2 = registry
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    put_orders(kin, stream, v1, v2)
+    options = {
+        "startingPosition": "TRIM_HORIZON",
+        "valueFormat": "glue",
+        "schemaRegistryName": name,
+        "schemaName": "orders",
+        "schemaRegistryEndpointUrl": endpoint,
+    }
+    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), **options)
+    assert df.schema["value"].dataType.simpleString() == "struct<id:bigint,item:string,qty:int>"
+    sink = Collector()
+    run_available_now(spark, df, str(tmp_path / "cp"), sink)
+    values = sorted((r["value"]["id"], r["value"]["item"], r["value"]["qty"]) for r in sink.rows)
+    assert values == [(n, f"i{n}", None) for n in range(20)] + [(n, f"i{n}", n) for n in range(20, 40)]
+
+
+def test_a_batch_read_flattens_into_the_older_version_and_keeps_undecodable_records(
+    spark, kinesalite, registry
+):
+    endpoint, name, v1, v2 = registry
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=1)
+    put_orders(kin, stream, v1, v2)
+    kin.put_record(StreamName=stream, Data=b"not framed", PartitionKey="x")
+    rows = (
+        spark.read.format("kinesis")
+        .option("streamName", stream)
+        .option("region", "us-east-1")
+        .option("endpointUrl", kinesalite.endpoint)
+        .option("valueFormat", "glue")
+        .option("schemaRegistryName", name)
+        .option("schemaName", "orders")
+        .option("schemaVersionNumber", "1")
+        .option("schemaRegistryEndpointUrl", endpoint)
+        .option("valueColumns", "flatten")
+        .option("onDecodeError", "column")
+        .load()
+        .collect()
+    )
+    decoded = sorted((r["id"], r["item"]) for r in rows if r["valueError"] is None)
+    assert decoded == [(n, f"i{n}") for n in range(40)]  # version 2's qty skipped by the version 1 reader
+    (bad,) = [r for r in rows if r["valueError"] is not None]
+    assert bytes(bad["data"]) == b"not framed" and "no Glue Schema Registry header" in bad["valueError"]
+    assert bad["id"] is None
+
+
+def test_a_schema_the_registry_does_not_have_is_an_error_at_load(spark, kinesalite, registry):
+    endpoint, name, _v1, _v2 = registry
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=1)
+    with pytest.raises(Exception, match="schema 'nope' in registry") as caught:
+        (
+            spark.read.format("kinesis")
+            .option("streamName", stream)
+            .option("region", "us-east-1")
+            .option("endpointUrl", kinesalite.endpoint)
+            .option("valueFormat", "glue")
+            .option("schemaRegistryName", name)
+            .option("schemaName", "nope")
+            .option("schemaRegistryEndpointUrl", endpoint)
+            .load()
+        )
+    assert "not registered there" in str(caught.value)
