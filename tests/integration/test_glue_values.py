@@ -128,3 +128,23 @@ def test_a_schema_the_registry_does_not_have_is_an_error_at_load(spark, kinesali
             .load()
         )
     assert "not registered there" in str(caught.value)
+
+
+def test_the_example_writes_a_typed_table(spark, kinesalite, registry, tmp_path):
+    from examples import glue_typed_table
+
+    endpoint, name, v1, v2 = registry
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    put_orders(kin, stream, v1, v2)
+    argv = [
+        "--stream", stream, "--registry", name, "--schema", "orders",
+        "--registry-endpoint-url", endpoint, "--output", str(tmp_path / "out"), "--available-now",
+        "--endpoint-url", kinesalite.endpoint,
+        "--checkpoint", str(tmp_path / "chk"), "--metadata-path", str(tmp_path / "meta"),
+    ]  # fmt: skip
+    query = glue_typed_table.run(spark, glue_typed_table.arguments(argv))
+    assert query.awaitTermination(180) and query.exception() is None
+    table = spark.read.parquet(str(tmp_path / "out"))
+    assert {"id", "item", "qty", "valueError", "shardId"} <= set(table.columns)
+    assert table.count() == 40 and table.where("qty IS NOT NULL").count() == 20
