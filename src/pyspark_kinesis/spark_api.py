@@ -48,7 +48,7 @@ def arrow_type(spark_type: Any) -> Any:
     from pyspark.sql.pandas.types import to_arrow_type
 
     try:
-        return to_arrow_type(spark_type, timezone="UTC")
+        return to_arrow_type(spark_type, timezone="UTC")  # type: ignore[call-arg,unused-ignore]
     except TypeError:  # PySpark 4.0: timestamp_utc=True by default
         return to_arrow_type(spark_type)
 
