@@ -53,6 +53,18 @@ def framed(version_id: str, schema: dict, record: dict, compress: bool) -> bytes
     return bytes([3, 5 if compress else 0]) + uuid.UUID(version_id).bytes + payload
 
 
+def glue_batch_read(spark, kinesis_endpoint: str, stream: str, registry_endpoint: str, **options):
+    """A batch read of `stream` with valueFormat=glue against the local registry, plus `options`."""
+    r = spark.read.format("kinesis").options(
+        streamName=stream,
+        region="us-east-1",
+        endpointUrl=kinesis_endpoint,
+        valueFormat="glue",
+        schemaRegistryEndpointUrl=registry_endpoint,
+    )
+    return r.options(**options).load()
+
+
 def put_orders(kin, stream: str, v1: str, v2: str) -> None:
     records = [framed(v1, V1, {"id": n, "item": f"i{n}"}, n % 2 == 0) for n in range(20)]
     records += [framed(v2, V2, {"id": n, "item": f"i{n}", "qty": n}, n % 3 == 0) for n in range(20, 40)]
@@ -89,21 +101,17 @@ def test_a_batch_read_flattens_into_the_older_version_and_keeps_undecodable_reco
     stream = new_stream(kin, shards=1)
     put_orders(kin, stream, v1, v2)
     kin.put_record(StreamName=stream, Data=b"not framed", PartitionKey="x")
-    rows = (
-        spark.read.format("kinesis")
-        .option("streamName", stream)
-        .option("region", "us-east-1")
-        .option("endpointUrl", kinesalite.endpoint)
-        .option("valueFormat", "glue")
-        .option("schemaRegistryName", name)
-        .option("schemaName", "orders")
-        .option("schemaVersionNumber", "1")
-        .option("schemaRegistryEndpointUrl", endpoint)
-        .option("valueColumns", "flatten")
-        .option("onDecodeError", "column")
-        .load()
-        .collect()
-    )
+    rows = glue_batch_read(
+        spark,
+        kinesalite.endpoint,
+        stream,
+        endpoint,
+        schemaRegistryName=name,
+        schemaName="orders",
+        schemaVersionNumber="1",
+        valueColumns="flatten",
+        onDecodeError="column",
+    ).collect()
     decoded = sorted((r["id"], r["item"]) for r in rows if r["valueError"] is None)
     assert decoded == [(n, f"i{n}") for n in range(40)]  # version 2's qty skipped by the version 1 reader
     (bad,) = [r for r in rows if r["valueError"] is not None]
@@ -116,16 +124,8 @@ def test_a_schema_the_registry_does_not_have_is_an_error_at_load(spark, kinesali
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=1)
     with pytest.raises(Exception, match="schema 'nope' in registry") as caught:
-        (
-            spark.read.format("kinesis")
-            .option("streamName", stream)
-            .option("region", "us-east-1")
-            .option("endpointUrl", kinesalite.endpoint)
-            .option("valueFormat", "glue")
-            .option("schemaRegistryName", name)
-            .option("schemaName", "nope")
-            .option("schemaRegistryEndpointUrl", endpoint)
-            .load()
+        glue_batch_read(
+            spark, kinesalite.endpoint, stream, endpoint, schemaRegistryName=name, schemaName="nope"
         )
     assert "not registered there" in str(caught.value)
 

@@ -55,19 +55,8 @@ def named_states(
             children.setdefault(parent, []).append(shard.shard_id)
     gone = sorted(sid for sid in named if sid not in by_id and sid in children)
     unknown = sorted(sid for sid in named if sid not in by_id and sid not in children)
-    ancestors = _ancestors(
-        {sid: ShardState(position=default, parents=by_id[sid].parents) for sid in named if sid in by_id},
-        shards,
-    )
-    descendants: set[str] = set()
-    stack = [sid for sid in named if sid in by_id or sid in children]
-    for _step in range(len(shards) + len(stack) + 1):  # bounded: every shard enters `descendants` once
-        if not stack:
-            break
-        for child in children.get(stack.pop(), ()):
-            if child not in descendants:
-                descendants.add(child)
-                stack.append(child)
+    ancestors = _reach([sid for sid in named if sid in by_id], {s.shard_id: s.parents for s in shards})
+    descendants = _reach(named, children)
     states: dict[str, ShardState] = {}
     for shard in shards:
         sid = shard.shard_id
@@ -89,22 +78,28 @@ def open_only(listed: Iterable[ShardInfo]) -> list[ShardInfo]:
     return [s for s in listed if not s.closed]
 
 
+def _reach(start: Iterable[str], links: Mapping[str, Iterable[str]]) -> set[str]:
+    """Every shard reached from `start` by following `links` (parents, or children) any number of
+    times, `start` itself not included unless reached. A walk without recursion: a long-lived stream
+    resharded every hour has thousands of generations."""
+    out: set[str] = set()
+    stack = list(start)
+    for _step in range(sum(len(list(v)) for v in links.values()) + len(stack) + 1):  # each shard enters once
+        if not stack:
+            break
+        for linked in links.get(stack.pop(), ()):
+            if linked not in out:
+                out.add(linked)
+                stack.append(linked)
+    return out
+
+
 def _ancestors(states: Mapping[str, ShardState], listed: Iterable[ShardInfo]) -> set[str]:
-    """Every shard from which a shard of the offset descends. A walk up the parent links, without
-    recursion: a long-lived stream resharded every hour has thousands of generations."""
+    """Every shard from which a shard of the offset descends."""
     parents = {s.shard_id: s.parents for s in listed}
     for sid, state in states.items():
         parents.setdefault(sid, state.parents)
-    out: set[str] = set()
-    stack = list(states)
-    for _step in range(10 * len(parents) + len(stack) + 1):  # bounded: every shard enters `out` once
-        if not stack:
-            break
-        for parent in parents.get(stack.pop(), ()):
-            if parent not in out:
-                out.add(parent)
-                stack.append(parent)
-    return out
+    return _reach(states, parents)
 
 
 def merge_discovered(states: Mapping[str, ShardState], listed: Iterable[ShardInfo]) -> dict[str, ShardState]:
