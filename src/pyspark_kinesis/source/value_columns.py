@@ -72,7 +72,10 @@ def resolve(config: SourceConfig) -> SourceConfig:
 
 def spark_schema(config: SourceConfig) -> StructType | str:
     """What the source's rows look like: the Kinesis columns, then the decoded value."""
-    value = config.value
+    return _schema_of(config.value)
+
+
+def _schema_of(value: ValueFormat) -> StructType | str:
     if not value.decoded:
         return SPARK_SCHEMA
     assert value.reader_definition is not None, "resolve() first"
@@ -130,8 +133,6 @@ def with_values(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
         return f"Kinesis stream '{names[i]}', shard {shards[i]}, sequence number {seqs[i]}"
 
     decoded = decoder.decode(batch.column("data"), where)
-    schema = spark_schema(config)
-    assert isinstance(schema, StructType)
     arrays = list(batch.columns)
     values = decoded.values
     if value.columns == FLATTEN and isinstance(values, pa.StructArray):
@@ -140,5 +141,12 @@ def with_values(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
         arrays.append(values)
     if decoded.errors is not None:
         arrays.append(decoded.errors)
-    arrow_schema = pa.schema([pa.field(f.name, arrow_type(f.dataType)) for f in schema.fields])
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+    return pa.RecordBatch.from_arrays(arrays, schema=_arrow_schema(value))
+
+
+@functools.lru_cache(maxsize=8)
+def _arrow_schema(value: ValueFormat) -> pa.Schema:
+    """The Arrow schema of the rows, as Spark converts `spark_schema` (once per process, not per batch)."""
+    schema = _schema_of(value)
+    assert isinstance(schema, StructType)
+    return pa.schema([pa.field(f.name, arrow_type(f.dataType)) for f in schema.fields])
