@@ -177,17 +177,26 @@ class ChaosRun:
             return self._restart_server(producer, proxy) if self._ready(cfg) else None
         raise ValueError(kind)
 
+    def _drain_options(self, cfg: dict[str, Any]) -> dict[str, str]:
+        """Every drain runs with ten times the record budget, as an operator catching up after a stop
+        would: a budget changed across a restart (the logged, uncommitted batch is still replayed with
+        its logged end) while tasks still fail. At the run's budget the backlog of a short run takes
+        some 70 batches of 3-5 s each under the proxy's delays (the smoke test brushed its timeout)."""
+        return dict(cfg["options"], maxRecordsPerBatch=str(10 * self.plan.max_records_per_batch))
+
     def _drain_async(self, cfg: dict[str, Any], kin: Any, timeout_s: float = 600) -> None:
         """Spark refuses AvailableNow under async progress tracking, and switching it off on this
         checkpoint is not safe: drain with every offset durable (a processingTime run), stopped once the
         output holds everything the server still holds (or after two minutes without new rows: then the
-        check reports what is missing). It runs with ten times the record budget, as an operator catching
-        up after a stop would (a budget changed across a restart, while tasks still fail and executors'
-        subscriptions still move): at the run's budget a backlog under task failures outlasts any timeout."""
+        check reports what is missing). Executors' subscriptions still move while tasks fail."""
         stop = self.work / "drain.stop"
-        options = dict(cfg["options"], maxRecordsPerBatch=str(10 * self.plan.max_records_per_batch))
         drain = dict(
-            cfg, options=options, async_ms=0, until_idle_s=120, timeout_s=timeout_s, stop_file=str(stop)
+            cfg,
+            options=self._drain_options(cfg),
+            async_ms=0,
+            until_idle_s=120,
+            timeout_s=timeout_s,
+            stop_file=str(stop),
         )
         wanted = {
             data
@@ -422,7 +431,9 @@ class ChaosRun:
                     os.killpg(self.driver.pid, signal.SIGKILL)
                     self.driver.wait(timeout=30)
                     self.driver = None
-                drain = dict(cfg, trigger="availableNow", timeout_s=600)  # partial too: it must still end
+                drain = dict(
+                    cfg, options=self._drain_options(cfg), trigger="availableNow", timeout_s=600
+                )  # partial too: it must still end
                 if self.plan.async_ms is None:
                     run_driver(drain, self._env(), timeout_s=660)
                 else:

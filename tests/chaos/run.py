@@ -47,7 +47,7 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "(overwrite per batch id: idempotent). A seeded schedule says when faults are due; each fires only "
         "once the query is in the state it targets and counts only if delivered (see tests/chaos/harness.py; "
         "the list below says what each one hit). "
-        "At the end the producer stops, one AvailableNow run drains the stream, and the output is compared "
+        "At the end the producer stops, one AvailableNow run drains the stream (with ten times the run's maxRecordsPerBatch, a budget changed across a restart), and the output is compared "
         "with everything the server holds (`server lost` counts records the producer was told were written "
         "but the server does not hold once). One enhanced fan-out run and one kinesalite run in every eight "
         "run as production does, marked async: Spark's asynchronous progress tracking (offsets durable only "
