@@ -109,6 +109,30 @@ def bench_decode(
         report.write_section(write, "bench-decode", decode.markdown_decode(rows))
 
 
+@app.command("glue-decode")
+def bench_glue_decode(
+    records: int = typer.Option(20_000, min=1000, max=1_000_000, help="Records per case."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """valueFormat=glue decoding per core: the connector against fastavro alone, MB per CPU-second."""
+    from . import glue_decode, report
+
+    rows = glue_decode.run(records)
+    table = Table(title="Glue Schema Registry decode, one core: MB per CPU-second, median (lowest-highest)")
+    for column in ("records", "fastavro alone", "connector", "connector / fastavro"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row.case,
+            row.mb(row.fastavro),
+            row.mb(row.connector),
+            f"{row.fastavro.median / row.connector.median:.2f}",
+        )
+    console.print(table)
+    if write:
+        report.write_section(write, "bench-glue-decode", glue_decode.markdown(rows))
+
+
 @app.command("read")
 def bench_read(
     shards: str = typer.Option("1,2,4,8,16", help="Comma-separated shard counts, one stream each."),
