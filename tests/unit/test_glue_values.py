@@ -125,6 +125,15 @@ def test_records_of_two_versions_decode_into_the_readers_schema():
     assert newer.errors is None
 
 
+def test_the_readers_own_version_is_decoded_without_schema_resolution():
+    """fastavro skips resolution only when writer and reader are the very same object: the decoder
+    must hand it its own reader schema for records of the reader's version (not an equal copy)."""
+    values = decoder(V2_ID)
+    assert values._writer(V2_ID) is values.avro.reader
+    assert values._writer(V1_ID) is not values.avro.reader
+    assert values._writer(V1_ID) is values._writer(V1_ID)  # parsed once per process
+
+
 def test_a_version_the_reader_cannot_take_fails_naming_the_record_or_goes_to_the_error_column():
     other_id = str(uuid.uuid4())
     other = {
