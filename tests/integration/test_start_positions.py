@@ -73,6 +73,35 @@ def test_a_batch_read_takes_the_same_per_shard_positions(spark, kinesalite):
     assert_exactly_once(rows, expected)
 
 
+def test_a_batch_read_stops_at_per_shard_ending_positions(spark, kinesalite):
+    """endingPosition per shard: shard 0 up to and including its 30th record, shard 1 up to its 40th
+    (not included); shard 0 split since, and its children are after its end, so none of theirs."""
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    put(kin, stream, 0, 120)
+    before = shard_sequences(kin, stream)
+    first, second = sorted(before)
+    split(kin, stream, next(s for s in open_shards(kin, stream) if s["ShardId"] == first))
+    put(kin, stream, 120, 80)
+    ending = {
+        first: f"AFTER_SEQUENCE_NUMBER:{before[first][29][0]}",
+        second: f"AT_SEQUENCE_NUMBER:{before[second][39][0]}",
+    }
+    rows = (
+        spark.read.format("kinesis")
+        .option("streamName", stream)
+        .option("region", "us-east-1")
+        .option("endpointUrl", kinesalite.endpoint)
+        .option("startingPosition", "TRIM_HORIZON")
+        .option("endingPosition", json.dumps(ending))
+        .load()
+        .collect()
+    )
+    expected = [data for _seq, data in before[first][:30]] + [data for _seq, data in before[second][:39]]
+    assert_exactly_once(rows, expected)
+    assert {r["shardId"] for r in rows} == {first, second}
+
+
 def test_a_shard_the_stream_does_not_have_is_an_error_at_query_start(spark, kinesalite, tmp_path):
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)

@@ -35,6 +35,7 @@ from ..model import Position
 from .option_values import parse_position
 
 DEFAULT_KEY = "default"
+ENDING = "endingPosition"  # batch reads: the same map, read as where each shard's read stops
 _SHARD_ID = re.compile(r"^shardId-\d{12}$")
 _SEQUENCE = re.compile(r"^\d{1,128}$")
 _SEQUENCE_KINDS = ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER")
@@ -59,8 +60,10 @@ def is_json_map(text: str) -> bool:
     return text.strip().startswith("{")
 
 
-def parse_shard_position(option: str, text: str) -> Position:
-    """A named shard's position: the stream-wide forms, or AT_/AFTER_SEQUENCE_NUMBER:<sequence number>."""
+def parse_shard_position(option: str, text: str, *, ending: bool = False) -> Position:
+    """A named shard's position: the stream-wide forms, or AT_/AFTER_SEQUENCE_NUMBER:<sequence number>.
+    As an end (`ending`), AT_SEQUENCE_NUMBER:n stops before n and AFTER_SEQUENCE_NUMBER:n after it: the
+    same positions, read as "where the read is" when it stops."""
     value = text.strip()
     kind, _colon, seq = value.partition(":")
     if kind.strip().upper() in _SEQUENCE_KINDS:
@@ -74,10 +77,10 @@ def parse_shard_position(option: str, text: str) -> Position:
         return (
             Position.at_sequence(seq) if kind.strip().upper() == _SEQUENCE_KINDS[0] else Position.after(seq)
         )
-    return _stream_wide(option, value)
+    return _stream_wide(option, value, ending=ending)
 
 
-def _stream_wide(option: str, value: str) -> Position:
+def _stream_wide(option: str, value: str, *, ending: bool = False) -> Position:
     kind = value.partition(":")[0].strip().upper()
     if kind in _SEQUENCE_KINDS:
         raise OptionError(
@@ -85,7 +88,7 @@ def _stream_wide(option: str, value: str) -> Position:
             f"'{value}': a sequence number belongs to one shard",
             'Name the shard it belongs to: {"shardId-000000000001": "' + kind + ':<sequence number>"}.',
         )
-    return parse_position(option, value)
+    return parse_position(option, value, allow_trim=not ending)
 
 
 def _loads(option: str, text: str) -> dict[str, Any]:
@@ -106,11 +109,11 @@ def _text(option: str, value: Any) -> str:
     return value
 
 
-def parse_stream_start(option: str, value: Any) -> StreamStart:
+def parse_stream_start(option: str, value: Any, *, ending: bool = False) -> StreamStart:
     """One stream's positions: a position string, a JSON object (as text or parsed) of shard ids and
     "default"."""
     if isinstance(value, str) and not is_json_map(value):
-        return StreamStart(default=_stream_wide(option, value))
+        return StreamStart(default=_stream_wide(option, value, ending=ending))
     shards_map = _loads(option, value) if isinstance(value, str) else value
     if not isinstance(shards_map, dict):
         raise OptionError(option, f"is {value!r}, not a position or an object", f"Write it like {_EXAMPLE}.")
@@ -119,9 +122,9 @@ def parse_stream_start(option: str, value: Any) -> StreamStart:
     for key, item in shards_map.items():
         where = f"{option}.{key}"
         if key == DEFAULT_KEY:
-            default = _stream_wide(where, _text(where, item))
+            default = _stream_wide(where, _text(where, item), ending=ending)
         elif _SHARD_ID.match(str(key)):
-            shards[key] = parse_shard_position(where, _text(where, item))
+            shards[key] = parse_shard_position(where, _text(where, item), ending=ending)
         else:
             raise OptionError(
                 where,
@@ -132,23 +135,25 @@ def parse_stream_start(option: str, value: Any) -> StreamStart:
     return StreamStart(default=default, shards=tuple(sorted(shards.items())))
 
 
-def parse_source_start(text: str, fallback: Position) -> tuple[Position, dict[str, Any]]:
-    """The top-level startingPosition: (the default position, `fallback` when a map names none; the
-    per-stream values by the key the user wrote, still unparsed: which stream a key names is known once
-    the streams are)."""
+def parse_source_start(
+    text: str, fallback: Position, option: str = "startingPosition"
+) -> tuple[Position, dict[str, Any]]:
+    """The top-level startingPosition (or endingPosition, same shape): (the default position, `fallback`
+    when a map names none; the per-stream values by the key the user wrote, still unparsed: which
+    stream a key names is known once the streams are)."""
+    ending = option == ENDING
     if not is_json_map(text):
-        return _stream_wide("startingPosition", text), {}
-    value = _loads("startingPosition", text)
+        return _stream_wide(option, text, ending=ending), {}
+    value = _loads(option, text)
     default = fallback
     if DEFAULT_KEY in value:
-        default = _stream_wide(
-            f"startingPosition.{DEFAULT_KEY}", _text("startingPosition.default", value[DEFAULT_KEY])
-        )
+        where = f"{option}.{DEFAULT_KEY}"
+        default = _stream_wide(where, _text(where, value[DEFAULT_KEY]), ending=ending)
     return default, {k: v for k, v in value.items() if k != DEFAULT_KEY}
 
 
 def match_streams(
-    per_stream: Mapping[str, Any], names: list[tuple[str, str | None]]
+    per_stream: Mapping[str, Any], names: list[tuple[str, str | None]], option: str = "startingPosition"
 ) -> tuple[dict[int, StreamStart], StreamStart | None]:
     """Which stream each key of the top-level map names: `names` holds each stream's (name, ARN as
     given or None), in the source's order. Returns the parsed positions by stream index, and those of
@@ -157,30 +162,30 @@ def match_streams(
     top_shards: dict[str, Any] = {}
     for key, value in per_stream.items():
         hits = [i for i, (name, arn) in enumerate(names) if key in (name, arn)]
-        option = f"startingPosition.{key}"
+        where = f"{option}.{key}"
         if not hits and _SHARD_ID.match(key):
             top_shards[key] = value
             continue
         if not hits:
             known = ", ".join(arn or name for name, arn in names)
             raise OptionError(
-                option, "names no stream this source reads", f"Use one of: {known} (or 'default')."
+                where, "names no stream this source reads", f"Use one of: {known} (or 'default')."
             )
         if len(hits) > 1:
             raise OptionError(
-                option,
+                where,
                 "names several streams of this source (same name, other regions or accounts)",
-                "Name the streams by ARN, or set startingPosition in each streams entry.",
+                f"Name the streams by ARN{', or set startingPosition in each streams entry' if option != ENDING else ''}.",
             )
         if hits[0] in by_index:
-            raise OptionError(option, "names a stream already named by another key", "Name each stream once.")
-        by_index[hits[0]] = parse_stream_start(option, value)
+            raise OptionError(where, "names a stream already named by another key", "Name each stream once.")
+        by_index[hits[0]] = parse_stream_start(where, value, ending=option == ENDING)
     if not top_shards:
         return by_index, None
     if len(names) != 1 or by_index:
         raise OptionError(
-            f"startingPosition.{next(iter(top_shards))}",
+            f"{option}.{next(iter(top_shards))}",
             "names a shard at the top level, where only a source of one stream, not named there, may",
             'Nest the shards under their stream: {"orders": {"shardId-000000000001": "..."}}.',
         )
-    return by_index, parse_stream_start("startingPosition", top_shards)
+    return by_index, parse_stream_start(option, top_shards, ending=option == ENDING)

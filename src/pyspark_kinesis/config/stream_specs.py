@@ -22,7 +22,7 @@ import orjson
 from ..errors import OptionError
 from ..model import LATEST, Position, StreamIdentity
 from .aws_settings import AwsSettings, aws_settings
-from .start_positions import ShardStarts, StreamStart, match_streams, parse_stream_start
+from .start_positions import ENDING, ShardStarts, StreamStart, match_streams, parse_stream_start
 
 _ARN = re.compile(r"^arn:(aws[a-z-]*):kinesis:([a-z0-9-]+):(\d{12}):stream/([A-Za-z0-9_.-]{1,128})$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -57,6 +57,10 @@ class StreamSpec:
     # Shards named with their own starting position (`start_positions`); the others start at
     # `starting_position`, as the lineage rule decides (`source.driver.lineage.named_states`).
     shard_starts: ShardStarts = ()
+    # Batch reads: where this stream's reads stop, when endingPosition names the stream (None: the
+    # source's endingPosition), and shards named with their own end (`start_positions`, ENDING).
+    ending_position: Position | None = None
+    shard_ends: ShardStarts = ()
     arn: str | None = None
     by_arn: bool = False  # named by ARN: API calls pass StreamARN (cross-account access needs it)
     # When the stream was created (DescribeStreamSummary), learned at query start: a stream deleted and
@@ -304,6 +308,20 @@ def parse_streams(
             )
         seen.add(identity)
     return _with_starts(specs, per_stream or {}, raw)
+
+
+def with_ends(specs: tuple[StreamSpec, ...], per_stream: Mapping[str, Any]) -> tuple[StreamSpec, ...]:
+    """The specs with what a top-level endingPosition map says of each stream (batch reads)."""
+    if not per_stream:
+        return specs
+    names = [(spec.name, spec.arn if spec.by_arn else None) for spec in specs]
+    by_index, top = match_streams(per_stream, names, option=ENDING)
+    if top is not None:
+        by_index = {0: top}
+    out = list(specs)
+    for index, given in by_index.items():
+        out[index] = replace(out[index], ending_position=given.default, shard_ends=given.shards)
+    return tuple(out)
 
 
 def _with_starts(specs: list[StreamSpec], per_stream: Mapping[str, Any], raw: str) -> tuple[StreamSpec, ...]:

@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 
 from ..config.aws_settings import AWS_OPTIONS
-from ..config.option_values import bool_option, fold, int_option, parse_position
+from ..config.option_values import bool_option, fold, int_option
 from ..config.start_positions import parse_source_start
-from ..config.stream_specs import StreamSpec, parse_streams
+from ..config.stream_specs import StreamSpec, parse_streams, with_ends
 from ..config.value_format import VALUE_OPTIONS, ValueFormat, parse_value_format
 from ..errors import OptionError
 from ..model import Position, StreamIdentity
@@ -39,7 +39,9 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "endingPosition": (
         "LATEST",
-        "Batch reads only: LATEST (the time of the call) | AT_TIMESTAMP:<ISO-8601>.",
+        "Batch reads only: LATEST (the time of the call) | AT_TIMESTAMP:<ISO-8601>, or a JSON map of "
+        "stream -> shard -> position as startingPosition's (AT_SEQUENCE_NUMBER:<n> stops before n, "
+        "AFTER_SEQUENCE_NUMBER:<n> after it).",
     ),
     "metadataPath": ("(required for readStream)", "Durable directory or URL for batch-end records."),
     "metadataStorageOptions": (
@@ -150,7 +152,9 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
     fallback = Position.latest() if streaming else Position.trim_horizon()
     starting, per_stream = parse_source_start(opts.get("startingPosition") or "LATEST", fallback)
     streams = parse_streams(opts, starting, per_stream)
-    ending = parse_position("endingPosition", opts.get("endingPosition") or "LATEST", allow_trim=False)
+    ending, per_stream_ends = parse_source_start(
+        opts.get("endingPosition") or "LATEST", Position.latest(), option="endingPosition"
+    )
     if "endingPosition" in opts and streaming:
         raise OptionError(
             "endingPosition",
@@ -165,7 +169,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
             'Set .option("metadataPath", "<durable dir or URL>"), e.g. next to the checkpoint location.',
         )
     consumer_type = _consumer_type(opts)
-    streams = _with_consumers(streams, consumer_type, metadata_path)
+    streams = _with_consumers(with_ends(streams, per_stream_ends), consumer_type, metadata_path)
     return SourceConfig(
         consumer_type=consumer_type,
         fan_out_relay=bool_option(opts, "fanOutRelay", True),

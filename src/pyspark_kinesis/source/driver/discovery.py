@@ -105,10 +105,9 @@ def check_start_in_retention(spec: StreamSpec, start: Position, fail_on_data_los
 
 def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
     """A batch read's tasks: every listed shard of every stream, from its starting position (LATEST:
-    now) to the ending position (LATEST: now); with named shards, those the lineage rule says to read."""
-    ending = config.ending_position
+    now) to its ending position (LATEST: now; a named shard's sequence number: there); with named
+    shards, those the lineage rule says to read."""
     now = now_ms()
-    cutoff_ms = now if ending.kind == LATEST else int(ending.ts_ms or 0)
     slices = []
     for spec in config.streams:
         listed = KinesisProxy(spec, agent="planner").list_shards()
@@ -121,10 +120,42 @@ def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
         else:
             check_start_in_retention(spec, spec.starting_position, config.fail_on_data_loss, now)
             starts = {s.shard_id: spec.starting_position for s in listed}
+        ends = named_ends(spec, listed)
+        beyond = lineage.past_ends(listed, ends)
+        default_end = spec.ending_position or config.ending_position
         for sid, start in starts.items():
+            if sid in beyond:
+                continue
             start = Position.at_timestamp(now) if start.kind == LATEST else start
-            slices.append(BackfillSlice(spec.key, sid, start, closed[sid], cutoff_ms))
+            end = ends.get(sid, default_end)
+            cutoff_ms = int(end.ts_ms or 0) if end.kind == TIMESTAMP else now
+            end_at = end if end.anchor is not None else None
+            slices.append(BackfillSlice(spec.key, sid, start, closed[sid], cutoff_ms, end_at))
     return slices
+
+
+def named_ends(spec: StreamSpec, listed: list[ShardInfo]) -> dict[str, Position]:
+    """A stream's shards named in endingPosition, checked against the listing: an unknown shard, or a
+    sequence number outside its shard's range, is an error naming the option."""
+    infos = {s.shard_id: s for s in listed}
+    ends = dict(spec.shard_ends)
+    for sid, position in ends.items():
+        info = infos.get(sid)
+        if info is None:
+            shown = ", ".join(sorted(infos)[:20]) + (" ..." if len(infos) > 20 else "")
+            raise OptionError(
+                f"endingPosition.{sid}",
+                f"names a shard that {spec.describe()} does not list (a typo, or past retention)",
+                f"Name shards it lists: {shown}.",
+            )
+        if position.anchor is not None and not info.holds(position.anchor):
+            raise OptionError(
+                f"endingPosition.{sid}",
+                f"sequence number {position.anchor} is not in {sid} of {spec.describe()} (its range starts at "
+                f"{info.first_seq})",
+                "Give a sequence number read from that shard.",
+            )
+    return ends
 
 
 def named_starts(

@@ -74,6 +74,17 @@ def named_states(
     return states, gone, unknown
 
 
+def past_ends(listed: Iterable[ShardInfo], ends: Mapping[str, Position]) -> set[str]:
+    """The shards a batch read leaves out because a named end comes before them: every descendant of a
+    shard whose endingPosition is one of its sequence numbers. Their records follow that end in per-key
+    order, so reading them would return records of a key after the point the user asked to stop at."""
+    children: dict[str, list[str]] = {}
+    for shard in listed:
+        for parent in shard.parents:
+            children.setdefault(parent, []).append(shard.shard_id)
+    return _reach([sid for sid, end in ends.items() if end.anchor is not None], children)
+
+
 def open_only(listed: Iterable[ShardInfo]) -> list[ShardInfo]:
     return [s for s in listed if not s.closed]
 

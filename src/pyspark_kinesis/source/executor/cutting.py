@@ -34,6 +34,9 @@ class ShardLimits:
     closed: bool = False  # ListShards says the shard is closed (see CLOSED_EMPTY_READS)
     fail_on_corrupt_aggregate: bool = False  # onCorruptAggregate=fail
     push_wait_s: float = 0.5  # fan-out: how long a read with nothing pushed waits (idlePollIntervalMs)
+    # Batch reads: the shard's endingPosition when it is a sequence number (AT: stop before it, an inside
+    # position before its first sub-record; AFTER: stop after it). Reaching it is reaching the cutoff.
+    end_at: Position | None = None
 
 
 def _before_or_at(seq: str, sub: int, until: Position) -> bool:
@@ -98,6 +101,7 @@ class BatchCut:
         """Take what this response offers within the limits, the cutoff and the replay bound."""
         if (
             self.until is None
+            and self.limits.end_at is None
             and skip_from.kind != INSIDE
             and records
             and not pc.any(pc.starts_with(records.data, pattern=MAGIC)).as_py()
@@ -183,6 +187,9 @@ class BatchCut:
             for sub, (key, _hash_key, payload) in enumerate(users):
                 if skip_from.skips(seq, sub):
                     continue
+                if limits.end_at is not None and not _before_or_at(seq, sub, limits.end_at):
+                    self.reached_cutoff = self.stop = True
+                    return
                 if until is not None:
                     if not _before_or_at(seq, sub, until):
                         self.stop = self.done_until = True
@@ -197,4 +204,7 @@ class BatchCut:
                 self.last = (seq, sub, total)
                 if until is not None and _reached(seq, sub, total, until):
                     self.stop = self.done_until = True
+                    return
+                if limits.end_at is not None and _reached(seq, sub, total, limits.end_at):
+                    self.reached_cutoff = self.stop = True
                     return

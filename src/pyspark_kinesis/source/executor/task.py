@@ -158,6 +158,7 @@ def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.Rec
             bytes_per_second=config.shard_read_bytes_per_second,
             closed=piece.closed,
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
+            end_at=piece.end_at,
         )
         cols, end = fetch_shard(proxy, piece.shard_id, position, limits, None, config.fail_on_data_loss)
         if len(cols):

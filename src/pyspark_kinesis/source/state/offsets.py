@@ -299,10 +299,12 @@ class TaskPlan:
 
 @dataclass(frozen=True)
 class BackfillSlice:
-    """One task of a batch read (a backfill): one shard from `start` to records that arrived by `cutoff_ms`."""
+    """One task of a batch read (a backfill): one shard from `start` to records that arrived by
+    `cutoff_ms`, or to `end_at` when endingPosition names a sequence number of this shard."""
 
     stream: str  # the stream's ARN
     shard_id: str
     start: Position
     closed: bool
     cutoff_ms: int
+    end_at: Position | None = None
