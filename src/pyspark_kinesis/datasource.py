@@ -65,16 +65,12 @@ class KinesisDataSource(DataSource):
     # (Spark's streaming source runner), and what it imports is paid again on every start.
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         from .sink.options import parse_sink_options
-        from .sink.writers import KinesisBatchWriter, check_schema, check_stream
+        from .sink.writers import KinesisBatchWriter, prepare
 
-        config = parse_sink_options(self.options)
-        check_schema(schema, config)
-        return KinesisBatchWriter(check_stream(config))
+        return KinesisBatchWriter(prepare(schema, parse_sink_options(self.options)))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         from .sink.options import parse_sink_options
-        from .sink.writers import check_schema, check_stream, stream_writer
+        from .sink.writers import prepare, stream_writer
 
-        config = parse_sink_options(self.options)
-        check_schema(schema, config)
-        return stream_writer(check_stream(config))
+        return stream_writer(prepare(schema, parse_sink_options(self.options)))

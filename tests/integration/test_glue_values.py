@@ -148,3 +148,60 @@ def test_the_example_writes_a_typed_table(spark, kinesalite, registry, tmp_path)
     table = spark.read.parquet(str(tmp_path / "out"))
     assert {"id", "item", "qty", "valueError", "shardId"} <= set(table.columns)
     assert table.count() == 40 and table.where("qty IS NOT NULL").count() == 20
+
+
+def test_the_sink_writes_typed_records_a_glue_reader_decodes(spark, kinesalite, registry):
+    """valueFormat=glue on write: rows' `value` structs encoded with version 2 (the latest), framed;
+    fastavro alone reads them back (the header parsed here), and so does the source."""
+    endpoint, name, _v1, v2 = registry
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    rows = [(n, f"i{n}", n if n % 2 else None) for n in range(30)]
+    frame = spark.createDataFrame(rows, "id long, item string, qty int")
+    (
+        frame.selectExpr("struct(id, item, qty) AS value", "cast(id AS string) AS partitionKey")
+        .write.format("kinesis")
+        .mode("append")
+        .options(streamName=stream, region="us-east-1", endpointUrl=kinesalite.endpoint)
+        .options(valueFormat="glue", schemaRegistryName=name, schemaName="orders")
+        .option("schemaRegistryEndpointUrl", endpoint)
+        .save()
+    )
+    written = []
+    for shard in kin.list_shards(StreamName=stream)["Shards"]:
+        it = kin.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )
+        for record in kin.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]:
+            data = record["Data"]
+            assert data[:2] == bytes([3, 0]) and str(uuid.UUID(bytes=data[2:18])) == v2
+            written.append(fastavro.schemaless_reader(io.BytesIO(data[18:]), fastavro.parse_schema(V2)))
+    expected = [{"id": n, "item": i, "qty": q} for n, i, q in rows]
+    assert sorted(written, key=lambda r: r["id"]) == expected
+    read = glue_batch_read(
+        spark, kinesalite.endpoint, stream, endpoint, schemaRegistryName=name, schemaName="orders"
+    )
+    assert sorted((r["value"].asDict() for r in read.collect()), key=lambda r: r["id"]) == expected
+
+
+def test_a_value_without_the_schemas_fields_is_an_error_at_query_start(spark, kinesalite, registry):
+    endpoint, name, _v1, _v2 = registry
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=1)
+    frame = spark.createDataFrame([(1, "a")], "id long, label string")
+    writer = (
+        frame.selectExpr("struct(id, label) AS value")
+        .write.format("kinesis")
+        .mode("append")
+        .options(streamName=stream, region="us-east-1", endpointUrl=kinesalite.endpoint)
+        .options(valueFormat="glue", schemaRegistryName=name, schemaName="orders")
+        .option("schemaRegistryEndpointUrl", endpoint)
+    )
+    with pytest.raises(Exception) as caught:
+        writer.save()
+    text = str(caught.value)
+    assert (
+        "Kinesis option 'valueFormat'" in text
+        and "missing item, qty" in text
+        and "not in the schema: label" in text
+    )

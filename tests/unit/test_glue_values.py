@@ -157,3 +157,21 @@ def test_records_without_the_header_fail_or_pass_as_asked():
         decoder().decode(data, where)
     passed = decoder(without_header="pass").decode(data, where)
     assert passed.values.to_pylist() == [None, {"id": 1, "item": "a", "qty": None}]
+
+
+# -- the sink's side ---------------------------------------------------------------------------------
+def test_the_encoder_frames_what_fastavro_and_the_decoder_read_back():
+    from pyspark_kinesis.values.glue_encode import GlueEncoder, ValueDoesNotFit
+
+    encoder = GlueEncoder(DEFINITIONS[V2_ID], V2_ID)
+    assert encoder.field_names == ["id", "item", "qty"]
+    payload = encoder.encode({"id": 7, "item": "x", "qty": None})
+    assert payload[:2] == bytes([3, 0]) and str(uuid.UUID(bytes=payload[2:18])) == V2_ID
+    body = fastavro.schemaless_reader(io.BytesIO(payload[18:]), fastavro.parse_schema(V2))
+    assert body == {"id": 7, "item": "x", "qty": None}
+    older = decoder(V1_ID).decode(pa.array([payload], type=pa.binary()), where)  # read into version 1
+    assert older.values.to_pylist() == [{"id": 7, "item": "x"}]
+    with pytest.raises(ValueDoesNotFit, match="id"):
+        encoder.encode({"id": "seven", "item": "x", "qty": None})
+    with pytest.raises(ValueDoesNotFit, match="no value and no default for item"):
+        encoder.encode({"id": 1})

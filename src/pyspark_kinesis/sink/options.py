@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..config.aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from ..config.option_values import bool_option, fold, int_option
 from ..config.stream_specs import StreamSpec, check_arn_region, parse_arn, parse_streams
+from ..config.value_format import ValueFormat, parse_value_format
 from ..errors import OptionError
 from ..model import Position
 
@@ -36,6 +37,19 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
         "false",
         "Pack rows into KPL aggregated records per shard (fewer records and calls; readers must de-aggregate).",
     ),
+    "valueFormat": (
+        "raw",
+        "raw (the payload from column data) | glue (column value, a struct, encoded with a registered "
+        "Avro schema version and framed as the AWS Glue Schema Registry's serializers frame records).",
+    ),
+    "schemaRegistryName": (
+        "(none)",
+        "glue: the registry of the schema to write records with (with schemaName).",
+    ),
+    "schemaName": ("(none)", "glue: the schema to write records with (with schemaRegistryName)."),
+    "schemaVersionNumber": ("(the latest)", "glue: the version of schemaName to write with."),
+    "schemaVersionId": ("(none)", "glue: the schema version (a UUID) to write with, instead of a name."),
+    "schemaRegistryEndpointUrl": ("(AWS's)", "glue: the Glue API endpoint (tests, VPC endpoints)."),
 }
 
 
@@ -55,6 +69,9 @@ class SinkConfig:
     targets: tuple[StreamSpec, ...] = field(default=(), repr=False)
     # Each named stream's largest record (MaxRecordSizeInKiB), learned at query start.
     record_limits: dict[str, int] = field(default_factory=dict)
+    # valueFormat=glue: the schema version rows are encoded with, looked up at query start
+    # (`reader_definition` and `version_id` then hold the version's definition and id).
+    value: ValueFormat = field(default_factory=ValueFormat)
 
     def resolve(self, stream: str) -> str | None:
         """How a row's stream is written: the stream itself without `streams`; else the matching
@@ -113,4 +130,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         skip_invalid=on_invalid == "skip",
         aggregate=bool_option(opts, "aggregate", False),
         targets=targets,
+        value=parse_value_format(opts),
     )

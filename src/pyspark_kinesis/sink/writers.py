@@ -19,9 +19,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from .. import spark_api
+from ..aws.glue_registry import RegistryRef, reader_schema
 from ..aws.kinesis import KinesisProxy, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
+from ..values.glue_encode import GlueEncoder, ValueDoesNotFit
 from .options import SinkConfig
 from .packing import Aggregator, ShardRouter
 from .producing import MAX_RECORD_BYTES, Entry, Producer, invalid_reason
@@ -42,11 +44,13 @@ class KinesisCommitMessage(WriterCommitMessage):
 def check_schema(schema: StructType, config: SinkConfig) -> None:
     """Fail at query start on a DataFrame the sink cannot write, naming the column."""
     fields = {f.name: f.dataType for f in schema.fields}
-    if "data" not in fields:
+    if config.value.decoded:
+        _check_value_column(fields)
+    elif "data" not in fields:
         raise OptionError(
             "data", "the DataFrame has no 'data' column", "Select the payload AS data (binary or string)."
         )
-    if not isinstance(fields["data"], BinaryType | StringType):
+    elif not isinstance(fields["data"], BinaryType | StringType):
         raise OptionError(
             "data", f"column 'data' is {fields['data'].simpleString()}", "Cast it to binary or string."
         )
@@ -63,6 +67,75 @@ def check_schema(schema: StructType, config: SinkConfig) -> None:
         )
 
 
+def _check_value_column(fields: dict[str, Any]) -> None:
+    if "value" not in fields or not isinstance(fields["value"], StructType):
+        raise OptionError(
+            "valueFormat",
+            "glue writes column 'value' (a struct of the schema's fields), and the DataFrame has "
+            + (
+                "no 'value' column"
+                if "value" not in fields
+                else f"'value' as {fields['value'].simpleString()}"
+            ),
+            "Select the record as a struct: F.struct(...).alias('value').",
+        )
+    if "data" in fields:
+        raise OptionError(
+            "valueFormat",
+            "glue writes column 'value', and the DataFrame has a 'data' column too",
+            "Drop 'data'.",
+        )
+
+
+def check_value_schema(schema: StructType, config: SinkConfig) -> None:
+    """valueFormat=glue, once the schema version is known: the `value` struct has the record's fields."""
+    if not config.value.decoded:
+        return
+    wanted = _encoder(config).field_names
+    given = [f.name for f in schema["value"].dataType.fields]  # type: ignore[attr-defined]
+    missing = [n for n in wanted if n not in given]
+    extra = [n for n in given if n not in wanted]
+    if missing or extra:
+        raise OptionError(
+            "valueFormat",
+            f"column 'value' does not have the fields of {config.value.version_id}"
+            + (f": missing {', '.join(missing)}" if missing else "")
+            + (f"; not in the schema: {', '.join(extra)}" if extra else ""),
+            "Build the struct with exactly the schema's fields (null for optional ones).",
+        )
+
+
+_ENCODERS: dict[tuple[str, str], GlueEncoder] = {}  # per process: (version id, definition) -> encoder
+
+
+def _encoder(config: SinkConfig) -> GlueEncoder:
+    value = config.value
+    assert value.reader_definition is not None and value.version_id is not None, "looked up at query start"
+    key = (value.version_id, value.reader_definition)
+    if key not in _ENCODERS:
+        _ENCODERS[key] = GlueEncoder(value.reader_definition, value.version_id)
+    return _ENCODERS[key]
+
+
+def with_schema_version(config: SinkConfig) -> SinkConfig:
+    """valueFormat=glue: the schema version the options name, looked up once at query start (with the
+    sink's region and credentials), so that every task writes the same version."""
+    value = config.value
+    if not value.decoded:
+        return config
+    ref = RegistryRef(value.version_id, value.registry, value.schema, value.version_number)
+    found = reader_schema(config.aws, value.endpoint_url, ref)
+    if found.data_format != "AVRO":
+        raise OptionError(
+            "valueFormat",
+            f"{ref.describe()} is a {found.data_format} schema; the sink writes Avro schemas only for now",
+            "Name an Avro schema version.",
+        )
+    return replace(
+        config, value=replace(value, reader_definition=found.definition, version_id=found.version_id)
+    )
+
+
 def check_stream(config: SinkConfig) -> SinkConfig:
     """At query start: every stream the options name exists and is reachable (roles assumed); returns
     the config with each one's record size limit."""
@@ -71,6 +144,15 @@ def check_stream(config: SinkConfig) -> SinkConfig:
         named = [(config.stream_name, sink_target(config.aws, config.stream_name))]
     limits = {key: KinesisProxy(spec, agent="sink", max_attempts=2).max_record_bytes() for key, spec in named}
     return replace(config, record_limits=limits)
+
+
+def prepare(schema: StructType, config: SinkConfig) -> SinkConfig:
+    """Everything the sink checks and learns at query start, in order: the DataFrame's columns, the
+    schema version (valueFormat=glue) and the value's fields against it, the streams."""
+    check_schema(schema, config)
+    config = with_schema_version(config)
+    check_value_schema(schema, config)
+    return check_stream(config)
 
 
 _LIMITS: dict[tuple[Any, str], int] = {}  # per executor process: streams named only by rows
@@ -100,6 +182,7 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
     except ImportError:  # pragma: no cover
         partition = 0
     producer = Producer(config)
+    encoder = _encoder(config) if config.value.decoded else None
     sink: Producer | Aggregator = producer
     if config.aggregate:
         sink = Aggregator(producer, MAX_RECORD_BYTES, lambda stream: _router(config, stream))
@@ -108,7 +191,7 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
     try:
         for batch in batches:
             names = batch.schema.names
-            data = batch.column(names.index("data")).to_pylist()
+            data = batch.column(names.index("value" if encoder else "data")).to_pylist()
             keys = batch.column(names.index("partitionKey")).to_pylist() if "partitionKey" in names else None
             hashes = (
                 batch.column(names.index("explicitHashKey")).to_pylist()
@@ -120,6 +203,14 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                 payload = data[i]
                 if isinstance(payload, str):
                     payload = payload.encode()
+                elif encoder is not None and payload is not None:
+                    try:
+                        payload = encoder.encode(payload)
+                    except ValueDoesNotFit as exc:
+                        raise SinkWriteError(
+                            f"Row {row} of partition {partition}: its value does not fit schema version "
+                            f"{encoder.version_id} ({exc}). Fix the row's value to the schema."
+                        ) from None
                 # No partitionKey column: a random key per record spreads records evenly over the shards.
                 key = keys[i] if keys is not None else uuid.uuid4().hex
                 hash_key = hashes[i] if hashes is not None else None
