@@ -1,0 +1,121 @@
+"""The batch shape's own decisions, without a planner around it: what the assigner is shown (shards of
+several streams under ids unique across them, parents renamed alike, recent load), which tasks come
+first (the starved), how budgets are shared and which shards wait.
+
+Written against mutation testing (bash scripts/mutation.sh 'pyspark_kinesis.source.driver.batch_shape.*'):
+the planner tests reach these paths with one stream, no load and no custom assigner."""
+
+from __future__ import annotations
+
+from pyspark_kinesis import assign
+from pyspark_kinesis.model import Position, ShardInfo
+from pyspark_kinesis.source.driver.batch_shape import BatchShape, Slot
+from pyspark_kinesis.source.state.offsets import ShardEnd
+from tests.unit.planner_fakes import arn, config
+
+A, B = arn("alpha"), arn("beta")
+S0, S1, S2, S3 = (f"shardId-{n:012d}" for n in range(4))
+
+
+def _info(key: str, sid: str) -> ShardInfo | None:
+    """Shard 2 of each stream is shard 0's child; shard 3 is not listed (None)."""
+    if sid == S3:
+        return None
+    parent = S0 if sid == S2 else None
+    return ShardInfo(sid, parent, None, 0, 2**128 - 1, sid == S0)
+
+
+def _end(size: int) -> ShardEnd:
+    return ShardEnd(Position.trim_horizon(), Position.after("1"), records=1, bytes=size)
+
+
+def test_no_shards_no_tasks():
+    assert BatchShape(config("alpha")).assign([], _info) == {}
+
+
+def test_one_task_per_shard_in_shard_order_with_the_starved_first():
+    shape = BatchShape(config("alpha"))
+    refs = [(A, S2), (A, S0), (A, S1)]
+    assert shape.assign(refs, _info) == {(A, S0): 0, (A, S1): 1, (A, S2): 2}
+    shape.observe({(A, S0): _end(5)}, unrun=[(A, S2)])
+    assert shape.assign(refs, _info) == {(A, S2): 0, (A, S0): 1, (A, S1): 2}
+    shape.observe({(A, S2): _end(5)}, unrun=[])  # read again: no longer starved
+    assert shape.assign(refs, _info)[(A, S0)] == 0
+
+
+def test_the_assigner_sees_shards_of_several_streams_under_unique_ids_with_their_parents():
+    seen: list[list[dict]] = []
+
+    def recording(shards, num_tasks, load):
+        seen.append([dict(s) for s in shards])
+        return assign.hash_mod(shards, num_tasks, load)
+
+    assign.register("recording-for-test", recording)
+    try:
+        shape = BatchShape(config("alpha", "beta", targetTasks="2", shardAssigner="recording-for-test"))
+        refs = [(B, S2), (A, S0), (B, S0), (A, S3)]
+        result = shape.assign(refs, _info)
+    finally:
+        del assign.STRATEGIES["recording-for-test"]
+    [shards] = seen
+    by_id = {s["ShardId"]: s for s in shards}
+    assert sorted(by_id) == [
+        "0/shardId-000000000000",
+        "0/shardId-000000000003",
+        "1/shardId-000000000000",
+        "1/shardId-000000000002",
+    ]
+    assert by_id["1/shardId-000000000002"]["ParentShardId"] == "1/shardId-000000000000"
+    assert not by_id["1/shardId-000000000002"].get("AdjacentParentShardId")
+    assert by_id["0/shardId-000000000003"] == {
+        "ShardId": "0/shardId-000000000003"
+    }  # not listed: the id alone
+    assert by_id["0/shardId-000000000000"]["HashKeyRange"] == {
+        "StartingHashKey": "0",
+        "EndingHashKey": str(2**128 - 1),
+    }
+    assert sorted(result) == sorted(refs) and set(result.values()) <= {0, 1}
+
+
+def test_one_stream_keeps_its_shard_ids_and_the_assigner_gets_the_recent_load():
+    seen: list[tuple[list[str], dict | None]] = []
+
+    def recording(shards, num_tasks, load):
+        seen.append(([s["ShardId"] for s in shards], load))
+        return assign.balanced(shards, num_tasks, load)
+
+    assign.register("recording-load-for-test", recording)
+    try:
+        shape = BatchShape(config("alpha", maxShardsPerTask="2", shardAssigner="recording-load-for-test"))
+        refs = [(A, S0), (A, S1), (A, S2), (A, S3)]
+        shape.assign(refs, _info)
+        shape.observe({(A, S0): _end(100), (A, S1): _end(100), (A, S2): _end(2)}, unrun=[])
+        shape.observe({(A, S0): _end(300)}, unrun=[])
+        result = shape.assign(refs, _info)
+    finally:
+        del assign.STRATEGIES["recording-load-for-test"]
+    assert seen[0] == ([S0, S1, S2, S3], None)
+    assert seen[1] == ([S0, S1, S2, S3], {S0: 200.0, S1: 100.0, S2: 2.0})  # a moving average of bytes
+    assert result[(A, S0)] != result[(A, S1)]  # the two heavy shards on different tasks
+
+
+def test_grouping_with_the_default_assigner_balances_the_recent_load():
+    shape = BatchShape(config("alpha", targetTasks="2"))
+    refs = [(A, S0), (A, S1), (A, S2), (A, S3)]
+    shape.observe({(A, S0): _end(1000), (A, S1): _end(900), (A, S2): _end(10), (A, S3): _end(10)}, unrun=[])
+    result = shape.assign(refs, _info)
+    assert result[(A, S0)] != result[(A, S1)] and sorted(result.values()) == [0, 0, 1, 1]
+
+
+def test_budgets_are_shared_and_a_shard_whose_share_is_zero_waits():
+    shape = BatchShape(config("alpha"))
+    refs = [(A, S0), (A, S1), (A, S2)]
+    assert shape.slots(refs, 2, None, 0, _info) == {(A, S0): Slot(0, 1, -1), (A, S1): Slot(1, 1, -1)}
+    assert shape.slots(refs, 2, None, 1, _info) == {(A, S1): Slot(0, 1, -1), (A, S2): Slot(1, 1, -1)}
+    assert shape.slots(refs, None, 7, 0, _info) == {
+        (A, S0): Slot(0, -1, 3),
+        (A, S1): Slot(1, -1, 2),
+        (A, S2): Slot(2, -1, 2),
+    }
+    assert shape.slots(refs, None, None, 0, _info) == {ref: Slot(i) for i, ref in enumerate(refs)}
+    assert shape.slots([], 5, 5, 0, _info) == {}
