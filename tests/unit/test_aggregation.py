@@ -128,3 +128,77 @@ def test_a_lone_row_goes_as_it_is_and_explicit_hash_keys_route():
     agg.add(Entry("s", b"only", "k", str(3 * 2**126 + 5), 0))
     agg.flush()
     assert out.entries[0].data == b"only" and out.entries[0].hash_key == str(3 * 2**126 + 5)
+
+
+# -- exact entries (written against mutation testing: the tests above check content, not these fields) -
+
+
+def test_an_aggregate_entry_carries_its_first_rows_stream_key_hash_row_and_shard_order():
+    from pyspark_kinesis.sink.packing import Aggregator, hash_of
+    from pyspark_kinesis.sink.producing import Entry
+
+    out = Collected()
+    streams: list[str] = []
+
+    def router_for(stream: str):
+        streams.append(stream)
+        return four_shards()
+
+    agg = Aggregator(out, 10_000, router_for)
+    explicit = str(2**126 + 7)  # shard s1
+    agg.add(Entry("orders", b"a", "k-a", explicit, 3))
+    agg.add(Entry("orders", b"b", "k-b", str(2**126 + 9), 4))
+    agg.add(Entry("orders", b"c", "k-c", None, 5))  # routed by the MD5 of its key
+    agg.add(Entry("audit", b"d", "k-d", explicit, 6))
+    agg.flush()
+    assert streams == ["orders", "audit"]  # one router per stream, asked once
+    assert agg.aggregates == len(out.entries) and agg.user_records == 4
+    by_rows = {entry.row: entry for entry in out.entries}
+    first = by_rows[3]
+    assert (first.stream, first.key, first.hash_key, first.order) == ("orders", "k-a", explicit, "\0shard s1")
+    assert deaggregate(first.data) == [("k-a", explicit, b"a"), ("k-b", str(2**126 + 9), b"b")]
+    lone = by_rows[5]  # alone in its shard: sent as it is, still ordered by its shard
+    shard = four_shards().shard_for(hash_of("k-c", None))
+    assert (lone.stream, lone.data, lone.key, lone.hash_key, lone.order) == (
+        "orders",
+        b"c",
+        "k-c",
+        None,
+        f"\0shard {shard}",
+    )
+    assert by_rows[6].stream == "audit" and by_rows[6].data == b"d" and by_rows[6].order == "\0shard s1"
+
+
+def test_an_aggregate_without_explicit_keys_lands_by_its_first_keys_md5():
+    from pyspark_kinesis.sink.packing import Aggregator, hash_of
+    from pyspark_kinesis.sink.producing import Entry
+
+    out = Collected()
+    agg = Aggregator(out, 10_000, lambda stream: four_shards())
+    router = four_shards()
+    keys = [k for k in (f"key-{n}" for n in range(50)) if router.shard_for(hash_of(k, None)) == "s2"][:3]
+    for row, key in enumerate(keys):
+        agg.add(Entry("s", key.encode(), key, None, row))
+    agg.flush()
+    [entry] = out.entries
+    assert entry.key == keys[0] and entry.hash_key == str(hash_of(keys[0], None)) and entry.row == 0
+    assert hash_of(keys[0], None) == int.from_bytes(hashlib.md5(keys[0].encode()).digest(), "big")
+
+
+def test_the_router_takes_open_shards_by_range_start_and_refuses_a_stream_without_any():
+    import pytest
+
+    from pyspark_kinesis.model import ShardInfo
+    from pyspark_kinesis.sink.packing import ShardRouter
+
+    router = four_shards()
+    quarter = 2**126
+    assert [router.shard_for(h) for h in (0, quarter - 1, quarter, 2 * quarter, 4 * quarter - 1)] == [
+        "s0",
+        "s0",
+        "s1",
+        "s2",
+        "s3",
+    ]
+    with pytest.raises(ValueError, match=r"^the stream lists no open shard$"):
+        ShardRouter([ShardInfo("old", None, None, 0, 2**128 - 1, True)])
