@@ -136,3 +136,116 @@ def test_a_valid_aggregate_is_not_reported():
     read = BatchCut(PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), strict, None)
     read.take(response, Position.trim_horizon())
     assert read.cols.payloads().to_pylist() == [b"fine"]
+
+
+# -- replay bounds, cutoffs and columns, exactly (written against mutation testing) --------------------
+
+
+def _page() -> Records:
+    """Records 100 (plain), 200 (a KPL aggregate of three), 300 and 400 (plain)."""
+    aggregator = RecordAggregator()
+    for payload in (b"a0", b"a1", b"a2"):
+        aggregator.add_user_record("agg-key", payload)
+    blob = aggregator.clear_and_get().get_contents()[2]
+    return Records.from_lists(
+        seqs=["100", "200", "300", "400"],
+        keys=["k100", "k200", "k300", "k400"],
+        data=[b"r100", blob, b"r300", b"r400"],
+        arrivals=[1_700_000_000.0, 1_700_000_001.0, 1_700_000_002.0, 1_700_000_003.0],
+    )
+
+
+def _plain_page() -> Records:
+    return Records.from_lists(
+        seqs=["100", "200", "300", "400"],
+        keys=["k100", "k200", "k300", "k400"],
+        data=[b"r100", b"r200", b"r300", b"r400"],
+        arrivals=[1_700_000_000.0, 1_700_000_001.0, 1_700_000_002.0, 1_700_000_003.0],
+    )
+
+
+def _replay(page: Records, until: Position) -> BatchCut:
+    read = BatchCut(
+        "orders", "arn:orders", "shardId-000000000007", Position.trim_horizon(), ShardLimits(-1, -1), until
+    )
+    read.take(page, Position.trim_horizon())
+    return read
+
+
+@pytest.mark.parametrize(
+    ("until", "payloads", "done"),
+    [
+        (Position.inside("200", 1), [b"r100", b"a0", b"a1"], True),  # reached exactly
+        (Position.after("200"), [b"r100", b"a0", b"a1", b"a2"], True),
+        (Position.after("150"), [b"r100"], True),  # a gap: the next record is beyond
+        (Position.shard_end(), [b"r100", b"a0", b"a1", b"a2", b"r300", b"r400"], False),  # read to the end
+    ],
+)
+def test_a_replay_stops_at_its_recorded_end(until, payloads, done):
+    read = _replay(_page(), until)
+    assert read.cols.payloads().to_pylist() == payloads
+    assert (read.done_until, read.stop) == (done, done)
+
+
+def test_a_replay_of_plain_records_stops_at_its_end_too():
+    read = _replay(_plain_page(), Position.after("200"))
+    assert read.cols.payloads().to_pylist() == [b"r100", b"r200"] and read.done_until
+
+
+def test_the_per_record_path_fills_every_column():
+    read = _replay(_page(), Position.after("200"))
+    rows = read.cols.to_arrow().to_pylist()
+    assert [(r["partitionKey"], r["sequenceNumber"], r["subSequenceNumber"]) for r in rows] == [
+        ("k100", "100", 0),
+        ("agg-key", "200", 0),
+        ("agg-key", "200", 1),
+        ("agg-key", "200", 2),
+    ]
+    assert {(r["streamName"], r["shardId"], r["streamArn"]) for r in rows} == {
+        ("orders", "shardId-000000000007", "arn:orders")
+    }
+    assert [r["approximateArrivalTimestamp"].timestamp() for r in rows] == [1_700_000_000.0] + [
+        1_700_000_001.0
+    ] * 3
+    assert read.n_bytes == len(b"r100") + 3 * 2
+
+
+def test_a_page_whose_first_record_is_past_the_cutoff_gives_nothing():
+    read = BatchCut(
+        "orders",
+        "arn",
+        "shardId-0",
+        Position.trim_horizon(),
+        ShardLimits(-1, -1, cutoff_ms=1_699_999_999_000),
+        None,
+    )
+    read.take(_plain_page(), Position.trim_horizon())
+    assert len(read.cols) == 0 and read.reached_cutoff and read.stop
+
+
+def test_a_byte_limit_met_exactly_takes_the_last_record():
+    limits = ShardLimits(max_records=-1, max_bytes=len(b"r100") + 3 * 2)  # r100 and the aggregate, exactly
+    read = BatchCut("orders", "arn", "shardId-0", Position.trim_horizon(), limits, None)
+    read.take(_page(), Position.trim_horizon())
+    assert read.cols.payloads().to_pylist() == [b"r100", b"a0", b"a1", b"a2"] and read.stop
+
+
+def test_what_a_corrupt_aggregate_says(caplog):
+    [(what, data)] = list(corrupt_aggregates().items())[:1]
+    response = Records.from_lists(seqs=["1001"], keys=["k"], data=[data], arrivals=[1_700_000_000.0])
+    read = BatchCut(
+        "orders", "arn", "shardId-000000000002", Position.trim_horizon(), ShardLimits(-1, -1), None
+    )
+    read.take(response, Position.trim_horizon())
+    where = "Kinesis stream 'orders', shard shardId-000000000002, sequence number 1001"
+    assert caplog.messages == [
+        f"{where}: corrupt KPL aggregate (bad checksum, truncated or malformed): passed through as one record"
+    ], what
+    strict = ShardLimits(-1, -1, fail_on_corrupt_aggregate=True)
+    read = BatchCut("orders", "arn", "shardId-000000000002", Position.trim_horizon(), strict, None)
+    with pytest.raises(CorruptRecordError) as caught:
+        read.take(response, Position.trim_horizon())
+    assert str(caught.value) == (
+        f"{where}: the record starts like a KPL aggregate but is corrupt (bad checksum, truncated or "
+        "malformed). Set onCorruptAggregate=passThrough to read such records as plain records."
+    )
