@@ -129,8 +129,8 @@ def test_the_readers_own_version_is_decoded_without_schema_resolution():
     """fastavro skips resolution only when writer and reader are the very same object: the decoder
     must hand it its own reader schema for records of the reader's version (not an equal copy)."""
     values = decoder(V2_ID)
-    assert values._writer(V2_ID) is values.avro.reader
-    assert values._writer(V1_ID) is not values.avro.reader
+    assert values._writer(V2_ID) is values.codec.reader
+    assert values._writer(V1_ID) is not values.codec.reader
     assert values._writer(V1_ID) is values._writer(V1_ID)  # parsed once per process
 
 

@@ -62,6 +62,7 @@ class ValueFormat:
     on_error: str = FAIL
     without_header: str = FAIL
     reader_definition: str | None = None  # the reader's schema, once looked up (see the module doc)
+    data_format: str = "AVRO"  # the registered schema's DataFormat (AVRO | JSON), once looked up
 
     @property
     def decoded(self) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import (
     BinaryType,
+    DataType,
     LongType,
     StringType,
     StructField,
@@ -28,6 +29,7 @@ from ..aws import glue_registry
 from ..config.value_format import COLUMN, FLATTEN, ValueFormat
 from ..errors import OptionError
 from ..spark_api import arrow_type
+from ..values import json_types
 from ..values.avro_types import UnsupportedSchema, parse, spark_type
 from ..values.glue_values import GlueValues
 from .options import SourceConfig
@@ -55,19 +57,27 @@ def resolve(config: SourceConfig) -> SourceConfig:
     ref = glue_registry.RegistryRef(value.version_id, value.registry, value.schema, value.version_number)
     found = glue_registry.reader_schema(config.streams[0].aws, value.endpoint_url, ref)
     option = "schemaVersionId" if value.version_id else "schemaName"
-    if found.data_format != "AVRO":
+    if found.data_format not in ("AVRO", "JSON"):
         raise OptionError(
             option,
-            f"{ref.describe()} is a {found.data_format} schema; this version decodes AVRO schemas only",
+            f"{ref.describe()} is a {found.data_format} schema; this version decodes AVRO and JSON schemas only",
             "Read the records with valueFormat=raw and decode data yourself, or register the schema as AVRO.",
         )
+    resolved = replace(value, reader_definition=found.definition, data_format=found.data_format)
     try:
-        spark_type(parse(found.definition))
+        _reader_type(resolved)
     except UnsupportedSchema as exc:
         raise OptionError(
             option, f"{ref.describe()}: {exc}", "Change the schema, or read with valueFormat=raw."
         ) from None
-    return replace(config, value=replace(value, reader_definition=found.definition))
+    return replace(config, value=resolved)
+
+
+def _reader_type(value: ValueFormat) -> DataType:
+    assert value.reader_definition is not None, "resolve() first"
+    if value.data_format == "JSON":
+        return json_types.spark_type(json_types.parse(value.reader_definition))
+    return spark_type(parse(value.reader_definition))
 
 
 def spark_schema(config: SourceConfig) -> StructType | str:
@@ -78,8 +88,7 @@ def spark_schema(config: SourceConfig) -> StructType | str:
 def _schema_of(value: ValueFormat) -> StructType | str:
     if not value.decoded:
         return SPARK_SCHEMA
-    assert value.reader_definition is not None, "resolve() first"
-    decoded = spark_type(parse(value.reader_definition))
+    decoded = _reader_type(value)
     fields = list(BASE.fields)
     if value.columns == FLATTEN and isinstance(decoded, StructType):
         taken = {f.name.lower() for f in fields} | {"valueerror"}
@@ -120,6 +129,7 @@ def _decoder(value: ValueFormat, settings: Any) -> GlueValues:
         lambda version: glue_registry.schema_version(settings, value.endpoint_url, version).definition,
         value.on_error,
         value.without_header,
+        value.data_format,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import CorruptRecordError
+from . import json_types
 from .avro_types import AvroValues, parse
 from .glue_wire import WireError, unframe
 
@@ -41,20 +42,30 @@ class GlueValues:
         writer_definition: Callable[[str], str],
         on_error: str = FAIL,
         without_header: str = FAIL,
+        data_format: str = "AVRO",
     ) -> None:
-        self.avro = AvroValues(parse(reader_definition))
+        # JSON bodies describe themselves: they are fitted to the reader's schema without the writer's.
+        self.json = data_format == "JSON"
+        self.codec: AvroValues | json_types.JsonValues = (
+            json_types.JsonValues(json_types.parse(reader_definition))
+            if self.json
+            else AvroValues(parse(reader_definition))
+        )
         self.writer_definition = writer_definition
         self.on_error, self.without_header = on_error, without_header
         self._writers: dict[str, Any] = {}
 
     def _writer(self, version_id: str) -> Any:
+        if self.json:
+            return None
+        assert isinstance(self.codec, AvroValues)
         writer = self._writers.get(version_id)
         if writer is None:
             writer = parse(self.writer_definition(version_id))
             # The reader's own version (most records): fastavro skips schema resolution only for the
             # very same object, and resolving a schema against an equal copy cost a quarter of the decode.
-            if writer == self.avro.reader:
-                writer = self.avro.reader
+            if writer == self.codec.reader:
+                writer = self.codec.reader
             self._writers[version_id] = writer
         return writer
 
@@ -67,7 +78,7 @@ class GlueValues:
             value, error = self._one(payload, index, where)
             values.append(value)
             errors.append(error)
-        column = self.avro.column(values)
+        column = self.codec.column(values)
         return Decoded(column, pa.array(errors, type=pa.string()) if self.on_error == COLUMN else None)
 
     def _one(self, payload: bytes | None, index: int, where: Callable[[int], str]) -> tuple[Any, str | None]:
@@ -84,7 +95,7 @@ class GlueValues:
         except Exception as exc:  # the registry's errors are already worded (aws.glue_registry)
             return self._failed(str(exc), index, where)
         try:
-            return self.avro.decode(framed.body, writer), None
+            return self.codec.decode(framed.body, writer), None
         except Exception as exc:  # fastavro raises many kinds for a body or version it cannot read
             text = f"written with schema version {framed.schema_version}, it does not decode into the reader's schema ({type(exc).__name__}: {exc})"
             return self._failed(text, index, where)
