@@ -142,20 +142,29 @@ def named_ends(spec: StreamSpec, listed: list[ShardInfo]) -> dict[str, Position]
     for sid, position in ends.items():
         info = infos.get(sid)
         if info is None:
-            shown = ", ".join(sorted(infos)[:20]) + (" ..." if len(infos) > 20 else "")
             raise OptionError(
                 f"endingPosition.{sid}",
                 f"names a shard that {spec.describe()} does not list (a typo, or past retention)",
-                f"Name shards it lists: {shown}.",
+                f"Name shards it lists: {_listed(infos)}.",
             )
-        if position.anchor is not None and not info.holds(position.anchor):
-            raise OptionError(
-                f"endingPosition.{sid}",
-                f"sequence number {position.anchor} is not in {sid} of {spec.describe()} (its range starts at "
-                f"{info.first_seq})",
-                "Give a sequence number read from that shard.",
-            )
+        _check_in_shard("endingPosition", spec, info, position)
     return ends
+
+
+def _listed(infos: dict[str, ShardInfo]) -> str:
+    """The shard ids an error about a named shard offers instead (the first 20)."""
+    return ", ".join(sorted(infos)[:20]) + (" ..." if len(infos) > 20 else "")
+
+
+def _check_in_shard(option: str, spec: StreamSpec, info: ShardInfo, position: Position) -> None:
+    """A position naming a sequence number must name one of that shard's."""
+    if position.anchor is not None and not info.holds(position.anchor):
+        raise OptionError(
+            f"{option}.{info.shard_id}",
+            f"sequence number {position.anchor} is not in {info.shard_id} of {spec.describe()} (its range "
+            f"starts at {info.first_seq})",
+            "Give a sequence number read from that shard.",
+        )
 
 
 def named_starts(
@@ -170,23 +179,17 @@ def named_starts(
     infos = {s.shard_id: s for s in listed}
     for sid, position in named.items():
         info = infos.get(sid)
-        if info is not None and position.anchor is not None and not info.holds(position.anchor):
-            raise OptionError(
-                f"{option}.{sid}",
-                f"sequence number {position.anchor} is not in {sid} of {spec.describe()} (its range starts at "
-                f"{info.first_seq})",
-                "Give a sequence number read from that shard.",
-            )
+        if info is not None:
+            _check_in_shard(option, spec, info, position)
         check_start_in_retention(spec, position, fail_on_data_loss, now)
     check_start_in_retention(spec, spec.starting_position, fail_on_data_loss, now)
     states, gone, unknown = lineage.named_states(listed, spec.starting_position, named)
     if unknown:
-        shown = ", ".join(sorted(infos)[:20]) + (" ..." if len(infos) > 20 else "")
         raise OptionError(
             f"{option}.{unknown[0]}",
             f"names {'shards' if len(unknown) > 1 else 'a shard'} {', '.join(unknown)} that {spec.describe()} "
             "does not have (nor any child of it: a typo, or past retention with its children)",
-            f"Name shards it lists: {shown}.",
+            f"Name shards it lists: {_listed(infos)}.",
         )
     if gone:
         text = (
