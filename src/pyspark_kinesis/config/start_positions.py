@@ -16,6 +16,9 @@ the source names them with; a stream's value is a position for all its shards or
 may carry the same per-shard object as its own startingPosition. Only here are sequence numbers
 positions: AT_SEQUENCE_NUMBER:<n> and AFTER_SEQUENCE_NUMBER:<n>, for one named shard each.
 
+A batch read's `endingPosition` takes the same map (`ENDING`): there AT_SEQUENCE_NUMBER:n stops
+before n and AFTER_SEQUENCE_NUMBER:n after it, and TRIM_HORIZON is no end.
+
 What the named positions mean for shards that are not named (a shard split or merged since the
 checkpoint was taken) is the lineage rule's to decide at query start (`source.driver.lineage`).
 This module only parses: no listing, no network.
