@@ -2,7 +2,8 @@
 schema as one typed column per batch, beside the Kinesis columns.
 
 Per record: the header names the writer's schema version, fetched once per executor process and
-parsed once; the body is decoded with it into the reader's schema (`avro_types`). What cannot be
+parsed once; the body is decoded with it into the reader's schema (`avro_types`). A JSON body needs no
+writer's schema: it is fitted to the reader's JSON Schema as it is (`json_types`). What cannot be
 decoded is never dropped: by default the task fails with an error naming the stream, shard, sequence
 number and schema version (`onDecodeError=fail`); with `onDecodeError=column` the row keeps its raw
 bytes in `data`, its value is null and `valueError` says why. A record without the header is an error
