@@ -15,7 +15,9 @@ from benchmarks.report import Spread, machine
 SIZES = (100, 1000, 10_000)
 
 
-def _timings(fns: list[Callable[[], Any]], repeat: int) -> list[Spread]:
+def _timings(
+    fns: list[Callable[[], Any]], repeat: int, clock: Callable[[], float] = time.perf_counter
+) -> list[Spread]:
     """Each function's times over `repeat` rounds, the functions taking turns in every round: this VM
     runs in faster and slower phases lasting seconds, and turns let every function meet the same
     phases, so their medians compare even when the absolute figures move."""
@@ -27,9 +29,9 @@ def _timings(fns: list[Callable[[], Any]], repeat: int) -> list[Spread]:
             gc.collect()
             gc.disable()
             try:
-                start = time.perf_counter()
+                start = clock()
                 fn()
-                samples[index].append(time.perf_counter() - start)
+                samples[index].append(clock() - start)
             finally:
                 gc.enable()
     return [Spread(s) for s in samples]

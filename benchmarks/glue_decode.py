@@ -10,17 +10,16 @@ written with an older version, so fastavro resolves them).
 
 from __future__ import annotations
 
-import gc
 import io
 import random
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from benchmarks.decode import _timings
 from benchmarks.report import Spread, machine
 
 REPEAT = 9
@@ -74,22 +73,6 @@ def _record(rng: random.Random, index: int, version: int) -> dict[str, Any]:
     return value
 
 
-def _cpu(fns: list[Callable[[], Any]], repeat: int) -> list[Spread]:
-    """CPU seconds of each function over `repeat` rounds, taking turns (see decode._timings)."""
-    samples: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for index, fn in enumerate(fns):
-            gc.collect()
-            gc.disable()
-            try:
-                start = time.process_time()
-                fn()
-                samples[index].append(time.process_time() - start)
-            finally:
-                gc.enable()
-    return [Spread(s) for s in samples]
-
-
 def run(records: int = RECORDS, repeat: int = REPEAT) -> list[GlueRow]:
     import fastavro
 
@@ -119,7 +102,7 @@ def run(records: int = RECORDS, repeat: int = REPEAT) -> list[GlueRow]:
             return values.decode(framed, lambda i: f"record {i}").values
 
         assert connector().to_pylist() == alone()  # the same records come out, typed
-        fast, conn = _cpu([alone, connector], repeat)
+        fast, conn = _timings([alone, connector], repeat, clock=time.process_time)
         payload = sum(len(b) for _v, b in bodies)
         rows.append(GlueRow(case, records, payload, fast, conn))
     return rows

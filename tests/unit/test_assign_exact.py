@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyspark_kinesis import assign
+from tests.unit.test_assign import _best_capped
 
 HASH_SPACE = 2**128
 
@@ -33,20 +34,6 @@ def _shard(sid: str, low: int | None = None, high: int | None = None, **parents:
     if low is not None and high is not None:
         shard["HashKeyRange"] = {"StartingHashKey": str(low), "EndingHashKey": str(high)}
     return shard
-
-
-def _best_capped(weights: list[float], tasks: int) -> float:
-    """The best most-loaded task by exhaustive search, at most ceil(S/T) shards per task."""
-    cap = -(-len(weights) // tasks)
-    best = float("inf")
-    for combo in itertools.product(range(tasks), repeat=len(weights)):
-        counts, totals = [0] * tasks, [0.0] * tasks
-        for weight, task in zip(weights, combo, strict=True):
-            counts[task] += 1
-            totals[task] += weight
-        if max(counts) <= cap:
-            best = min(best, max(totals))
-    return best
 
 
 def _best_uncapped(weights: list[float], tasks: int) -> float:
