@@ -97,6 +97,9 @@ def test_a_request_carries_the_explicit_hash_key_only_when_given():
     [
         ("0", True),
         ("9" * 38, True),
+        ("10", True),
+        ("01", False),  # the service's pattern: 0|([1-9]\d{0,38})
+        ("0" * 40, False),
         (str(2**128 - 1), True),  # 39 digits
         (str(2**128), False),
         ("1" * 40, False),
@@ -122,7 +125,7 @@ def test_what_kinesis_would_refuse_is_named_exactly():
     )
     assert (
         invalid_reason(b"x", "k", "12x")
-        == "explicitHashKey is not a decimal number below 2^128 (ASCII digits only)"
+        == "explicitHashKey is not a decimal number below 2^128 (ASCII digits, no leading zero)"
     )
     assert invalid_reason(b"x", "k", "12") is None
     assert invalid_reason(b"", "k", None) is None
@@ -303,6 +306,25 @@ def test_the_deadline_is_checked_before_each_wait(monkeypatch):
     with pytest.raises(SinkWriteError):
         lane_with([entry("a")]).drain(102.0)
     assert len(put.calls) == 3  # at 101 and 102 not past it; at 103 past it
+
+
+def test_the_last_error_names_its_code_and_message(monkeypatch):
+    Sleeps(monkeypatch)
+    monkeypatch.setattr(
+        producing, "put_records", Script([refused("InternalFailure", "Internal service failure")])
+    )
+    with pytest.raises(SinkWriteError, match=r"\(last error InternalFailure: Internal service failure\)\."):
+        lane_with([entry("a")]).drain(time.monotonic() - 1)
+
+
+def test_an_answer_with_fewer_results_than_records_sent_is_an_error_not_a_success(monkeypatch):
+    """Results pair with records by position: a short answer must not count the unpaired records
+    as written (they would be dropped)."""
+    monkeypatch.setattr(producing, "put_records", Script([[OK]]))
+    one = lane_with([entry("a"), entry("b")])
+    with pytest.raises(ValueError, match="zip"):
+        one.drain(time.monotonic() + 60)
+    assert [e.data for e in one.pending] == [b"a", b"b"] and one.stats.records == 0
 
 
 def test_a_lane_that_never_finishes_within_its_call_bound_says_it_is_a_bug(monkeypatch):

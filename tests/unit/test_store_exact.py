@@ -188,6 +188,12 @@ def test_a_url_with_a_scheme_gets_fsspec_with_its_storage_options(tmp_path, monk
     assert seen == {"url": f"memory://open-{tmp_path.name}/meta", "options": {"skip_instance_cache": True}}
 
 
+def test_a_plain_path_keeps_characters_a_url_would_split_off(tmp_path):
+    """'#' and '?' start a URL's fragment and query; in a plain path they are part of a folder name."""
+    opened = open_store(str(tmp_path / "meta#1?x"))
+    assert opened.root == str(tmp_path / "meta#1?x")
+
+
 def test_a_one_letter_scheme_is_a_url_off_windows():
     """Only Windows drive letters look like one-letter schemes."""
     assert os.name != "nt"
@@ -195,6 +201,36 @@ def test_a_one_letter_scheme_is_a_url_off_windows():
 
 
 # -- the fsspec backend ------------------------------------------------------------------------------------
+
+
+def test_fsspec_store_passes_storage_options_to_the_filesystem(tmp_path):
+    store = FsspecStore(f"memory://opts-{tmp_path.name}", {"an_option": 3})
+    assert store.fs.storage_options == {"an_option": 3}
+
+
+def test_fsspec_store_on_a_filesystem_that_needs_folders_creates_the_records_folder(tmp_path):
+    """fsspec's local filesystem, unlike object stores, cannot open a file in a missing folder."""
+    store = FsspecStore(f"local://{tmp_path}/meta")
+    assert store.put_if_absent("q/batch-1/task.json", b"x") is True
+    assert (tmp_path / "meta" / "q" / "batch-1" / "task.json").read_bytes() == b"x"
+    assert store.put_if_absent("q/batch-1/task.json", b"y") is False
+
+
+def test_fsspec_listings_ask_for_details_and_take_names_with_a_trailing_slash(tmp_path):
+    """s3fs lists names only unless asked for details, and some filesystems end folder names with '/'."""
+    store = memory_store(tmp_path)
+    store.put_if_absent("q/batch-1/task.json", b"x")
+    store.put_if_absent("q/a.json", b"y")
+    real = store.fs
+
+    def ls(path, detail=False):
+        entries = real.ls(path, detail=detail)
+        if not detail:
+            return entries
+        return [{**e, "name": e["name"] + "/"} if e["type"] == "directory" else e for e in entries]
+
+    store.fs = _FsWith(real, ls=ls)
+    assert (store.list_folders("q"), store.list_records("q")) == (["batch-1"], ["a.json"])
 
 
 def test_fsspec_root_has_no_trailing_slash_and_keys_join_with_one(tmp_path):
@@ -290,6 +326,7 @@ def test_an_unknown_scheme_says_what_to_install(tmp_path):
     with pytest.raises(OptionError) as info:
         FsspecStore("nosuchscheme://bucket/meta")
     message = str(info.value)
+    assert "nosuchscheme)" in message  # the filesystem's own words, not another object's
     assert message.startswith(
         "Kinesis option 'metadataPath': cannot open 'nosuchscheme://bucket/meta' (ValueError: "
     )

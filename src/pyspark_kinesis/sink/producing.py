@@ -15,6 +15,7 @@ after every earlier one succeeded, so none overtakes a retried one.
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 import zlib
@@ -60,10 +61,13 @@ class Entry:
         return item
 
 
+# The service's own pattern for ExplicitHashKey: a leading zero or a digit of another script (which
+# str.isdigit and int() accept) would make it refuse the whole PutRecords call, not this record.
+_HASH_KEY = re.compile(r"0|[1-9][0-9]{0,38}")
+
+
 def _hash_key_ok(text: str) -> bool:
-    """Kinesis takes ASCII decimal digits only; str.isdigit alone also accepts other scripts' digits
-    and superscripts, which int() then refuses or reads differently."""
-    return 0 < len(text) <= 39 and text.isascii() and text.isdigit() and int(text) < 2**128
+    return _HASH_KEY.fullmatch(text) is not None and int(text) < 2**128
 
 
 def invalid_reason(
@@ -84,7 +88,7 @@ def invalid_reason(
             "UpdateMaxRecordSize raises a stream's limit up to 10 MiB)"
         )
     if hash_key is not None and not _hash_key_ok(hash_key):
-        return "explicitHashKey is not a decimal number below 2^128 (ASCII digits only)"
+        return "explicitHashKey is not a decimal number below 2^128 (ASCII digits, no leading zero)"
     return None
 
 
