@@ -240,7 +240,10 @@ class ChaosRun:
         """Stop the query long enough for the head of a shard it reads to age out past retention: the
         fault proxy drops that shard's records up to a few past the last one the query delivered, so
         where it resumes is gone, and so are some records it never read (a loss it must report; the
-        run reads with failOnDataLoss=false)."""
+        run reads with failOnDataLoss=false). The trim is always a record's sequence number, as the
+        service's is: a shard whose records were all delivered (a closed parent) is not picked, since
+        there a trim past its last record would be a position no server holds (kinesis-local refuses
+        it, and silently moved positions would never reach the shard's end)."""
         if not self._ready(cfg):
             return None
         assert self.driver is not None and self.plan.age_out is not None
@@ -250,20 +253,28 @@ class ChaosRun:
         delivered: dict[str, int] = {}
         for row in output_rows(self.work / "out"):
             delivered[row["shardId"]] = max(delivered.get(row["shardId"], 0), int(row["sequenceNumber"]))
-        held: dict[str, list[int]] = {}
-        for shard, seq, _data in everything_in(kin, self.stream):
-            held.setdefault(shard, []).append(int(seq))
         if not delivered:
             return None
-        shard = self.rng.choice(sorted(delivered))
-        later = [seq for seq in held.get(shard, []) if seq > delivered[shard]]
+        later: dict[str, list[int]] = {}
+        for _wait in range(50):  # bounded: the producer puts records on the open shards meanwhile
+            later = {}
+            for shard, seq, _data in everything_in(kin, self.stream):
+                if shard in delivered and int(seq) > delivered[shard]:
+                    later.setdefault(shard, []).append(int(seq))
+            if later:
+                break
+            time.sleep(0.2)
+        if not later:
+            return None
+        shard = self.rng.choice(sorted(later))
+        ahead = sorted(later[shard])
         unread = self.rng.randint(1, 6)
-        below = later[unread] if len(later) > unread else delivered[shard] + 1
+        below = ahead[min(unread, len(ahead) - 1)]
         proxy.aged.mode = self.plan.age_out
         proxy.trim(shard, str(below))
         self.trims[shard] = max(below, self.trims.get(shard, 0))
         time.sleep(self.rng.uniform(2.0, 4.0))
-        gone = sum(1 for seq in later if seq < below)
+        gone = sum(1 for seq in ahead if seq < below)
         return (
             f"{shard} aged out below {below} ({gone} records never delivered; answered {self.plan.age_out})"
         )
