@@ -233,6 +233,11 @@ def test_fsspec_listings_ask_for_details_and_take_names_with_a_trailing_slash(tm
     assert (store.list_folders("q"), store.list_records("q")) == (["batch-1"], ["a.json"])
 
 
+def test_the_install_hint_names_the_scheme_alone(tmp_path):
+    with pytest.raises(OptionError, match=r"filesystem for 'nosuchscheme://' \(s3://"):
+        FsspecStore("nosuchscheme://bucket/a://b")
+
+
 def test_fsspec_root_has_no_trailing_slash_and_keys_join_with_one(tmp_path):
     store = FsspecStore(f"memory://trail-{tmp_path.name}/meta/")
     assert store.root == f"/trail-{tmp_path.name}/meta"
