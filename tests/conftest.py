@@ -22,6 +22,28 @@ import pytest
 from pyspark_kinesis.cli.local_kinesis import LocalKinesis
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--suite",
+        choices=("default", "slow", "all"),
+        default="default",
+        help="default: every test but those marked slow (the README's test command, ~20 min on 2 cores); "
+        "slow: only those (driver and executor kills, the standalone cluster, the chaos smoke run); all: both",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow tests (a minute or more each) are their own run, so the default one stays short; CI
+    runs both."""
+    suite = config.getoption("--suite")
+    if suite == "all":
+        return
+    keep = [item for item in items if (item.get_closest_marker("slow") is not None) == (suite == "slow")]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def kinesis_local():
     with LocalKinesis("kinesis-local") as server:

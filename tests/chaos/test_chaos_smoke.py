@@ -9,7 +9,7 @@ import pytest
 
 from tests.chaos.harness import ChaosRun, Plan
 
-pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.slow]
 
 
 def test_a_short_chaos_run_loses_and_repeats_nothing(tmp_path):

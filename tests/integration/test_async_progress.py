@@ -18,7 +18,7 @@ import pytest
 from tests.driver import config, durable_offsets, output_rows, ran_batches, start_driver
 from tests.helpers import client, new_stream, put
 
-pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.slow]
 
 
 def _wait(condition, timeout_s: float, what: str, process) -> None:

@@ -28,7 +28,7 @@ from tests.helpers import (
 from tests.support.cluster import StandaloneCluster
 from tests.support.fault_proxy import FaultProxy
 
-pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.cluster]
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

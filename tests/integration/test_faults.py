@@ -26,6 +26,7 @@ from tests.support.fault_proxy import FaultProxy
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
 
+@pytest.mark.slow
 def test_driver_killed_mid_batch_then_restarted(kinesalite, tmp_path):
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)

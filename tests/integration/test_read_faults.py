@@ -9,7 +9,7 @@ from tests.helpers import assert_exactly_once, assert_shard_order, client, new_s
 from tests.integration.streaming_util import Collector, reader, run_available_now
 from tests.support.fault_proxy import FaultProxy
 
-pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.slow]
 
 
 def test_get_records_faults_lose_and_repeat_nothing(spark, kinesalite, tmp_path):

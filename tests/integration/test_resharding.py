@@ -214,6 +214,7 @@ def test_fresh_query_over_a_resharded_stream(spark, kinesis_local, tmp_path, sta
     check(sink.rows, expected)
 
 
+@pytest.mark.slow
 def test_reshard_while_the_driver_is_killed(kinesis_local, tmp_path):
     import os
     import signal
