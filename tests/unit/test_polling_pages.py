@@ -6,17 +6,21 @@ integration tests read real servers through the fault proxy."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from pyspark_kinesis.errors import StreamAccessError
+from pyspark_kinesis.errors import DataLossError, StreamAccessError
 from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.executor.cutting import ShardLimits
 from pyspark_kinesis.source.executor.modes import polling
 from pyspark_kinesis.source.executor.modes.polling import PollingPages, classify
 from pyspark_kinesis.source.executor.pages import Fault, FaultKind
+from pyspark_kinesis.source.executor.shard_read import fetch_shard
 from pyspark_kinesis.source.executor.worker_state import ITERATORS
+from pyspark_kinesis.source.state.offsets import ShardEnd
 from tests.unit.scripted import SHARD, SPEC, FakeProxy, context, records
 
 TRIM_IT = f"it-{Position.trim_horizon().describe()}"
@@ -286,3 +290,73 @@ def test_keep_without_an_iterator_keeps_nothing(monkeypatch):
     source = opened(IteratorProxy(answers=[response([], next_iterator=None)]))
     source.next_page(10)
     assert source.keep(Position.shard_end()) == "" and ITERATORS._entries == {}
+
+
+# -- fetch_shard: a read by polling -----------------------------------------------------------------
+
+
+def _seqs(cols) -> list[str]:
+    return cols.to_arrow().column("sequenceNumber").to_pylist()
+
+
+def _limits(**changes: Any) -> ShardLimits:
+    return ShardLimits(
+        **{"max_records": 100, "max_bytes": 10**9, "deadline": time.monotonic() + 5, **changes}
+    )
+
+
+def test_fetch_shard_reads_by_polling_to_the_tip(monkeypatch):
+    Pacing(monkeypatch)
+    proxy = IteratorProxy(answers=[response([1, 2], behind=0)])
+    cols, end = fetch_shard(proxy, SHARD, Position.trim_horizon(), _limits(), batch=4)
+    assert _seqs(cols) == ["1", "2"] and end.end == Position.after("2") and end.at_tip
+    assert end.first == ("1", 0) and proxy.calls[0] == (
+        "GetShardIterator",
+        (SHARD, Position.trim_horizon(), False),
+    )
+
+
+def test_fetch_shard_replays_exactly_to_the_recorded_end(monkeypatch):
+    Pacing(monkeypatch)
+    proxy = IteratorProxy(answers=[response([1, 2, 3], behind=0)])
+    recorded = ShardEnd(Position.trim_horizon(), Position.after("2"), records=2, first=("1", 0))
+    cols, end = fetch_shard(proxy, SHARD, Position.trim_horizon(), _limits(max_records=-1), expect=recorded)
+    assert _seqs(cols) == ["1", "2"] and end.end == Position.after("2")
+
+
+def test_fetch_shard_judges_a_replay_that_lost_records_by_fail_on_data_loss(monkeypatch):
+    Pacing(monkeypatch)
+    recorded = ShardEnd(Position.trim_horizon(), Position.after("3"), records=3, first=("1", 0))
+
+    def replay(fail: bool):
+        proxy = IteratorProxy(answers=[response([2, 3], behind=0)])  # record 1 aged out since
+        return fetch_shard(
+            proxy,
+            SHARD,
+            Position.trim_horizon(),
+            _limits(max_records=-1),
+            expect=recorded,
+            fail_on_data_loss=fail,
+        )
+
+    with pytest.raises(DataLossError):
+        replay(True)
+    cols, _end = replay(False)
+    assert _seqs(cols) == ["2", "3"]
+
+
+def test_fetch_shard_passes_when_the_shard_was_last_at_the_tip(monkeypatch):
+    """A first read whose start aged out: at the tip a moment ago (tip_ms) nothing was lost; not known
+    to have been at the tip, a loss."""
+    Pacing(monkeypatch)
+    gone = client_error("ResourceNotFoundException", "Shard not found", "GetShardIterator")
+
+    def read(tip_ms: int):
+        proxy = IteratorProxy(answers=[response([7], behind=0)], iterators=[gone, "oldest"])
+        proxy.spec = replace(SPEC, retention_ms=24 * 3_600_000)
+        return fetch_shard(proxy, SHARD, Position.after("5"), _limits(), tip_ms=tip_ms)
+
+    cols, _end = read(int(time.time() * 1000))
+    assert _seqs(cols) == ["7"]
+    with pytest.raises(DataLossError):
+        read(0)
