@@ -1,0 +1,213 @@
+"""ShardDiscovery pinned (src/pyspark_kinesis/source/driver/discovery.py): when a listing is due (the
+interval, a forced one, an AvailableNow cutoff), how often the stream's identity is checked, what a failed
+listing does, the log lines for new shards, the loss decisions for shards that went past retention, and a
+stream's first states (LATEST pinned to now, named shards). The proxy is scripted; the clock is a value."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from pyspark_kinesis.errors import DataLossError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
+from pyspark_kinesis.model import Position, ShardInfo
+from pyspark_kinesis.source.driver import discovery
+from pyspark_kinesis.source.driver.discovery import ShardDiscovery
+from pyspark_kinesis.source.state.offsets import ShardState
+from tests.unit.planner_fakes import arn, config
+
+A = arn("a")
+
+
+def shard(sid: str, *parents: str, closed: bool = False) -> ShardInfo:
+    return ShardInfo(
+        sid, parents[0] if parents else None, parents[1] if len(parents) > 1 else None, 0, 1, closed
+    )
+
+
+class Proxy:
+    """ListShards answers from `listings` (each call takes the next; the last repeats), or raises."""
+
+    def __init__(self, *listings: list[ShardInfo] | BaseException) -> None:
+        self.listings = list(listings)
+        self.calls: list[str] = []
+
+    def list_shards(self, open_only: bool = False) -> list[ShardInfo]:
+        self.calls.append("ListShards(open)" if open_only else "ListShards")
+        answer = self.listings.pop(0) if len(self.listings) > 1 else self.listings[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def check_same_stream(self) -> None:
+        self.calls.append("DescribeStreamSummary")
+
+    def deleted(self) -> StreamNotFoundError:
+        return StreamNotFoundError("the stream was deleted while the query ran")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def discovery_of(proxy: Proxy, clock: Clock, **options: str) -> ShardDiscovery:
+    return ShardDiscovery(config("a", shardDiscoveryIntervalMs="1000", **options), lambda spec: proxy, clock)
+
+
+def states(*sids: str, position: Position | None = None) -> dict[str, ShardState]:
+    return {sid: ShardState(position or Position.after("5")) for sid in sids}
+
+
+# -- when a listing is due ------------------------------------------------------------------------------
+
+
+def test_a_listing_is_due_once_the_interval_has_passed():
+    proxy, clock = Proxy([shard("s0"), shard("s1")]), Clock()
+    found = discovery_of(proxy, clock)
+    found.refresh(A, states("s0"), force=False, cutoff_ms=None)  # never listed: due
+    proxy.calls.clear()
+    clock.now += 999
+    assert found.refresh(A, states("s0"), force=False, cutoff_ms=None) == states("s0")
+    assert proxy.calls == []
+    clock.now += 1
+    assert set(found.refresh(A, states("s0"), force=False, cutoff_ms=None)) == {"s0", "s1"}
+    assert proxy.calls == ["DescribeStreamSummary", "ListShards"]
+
+
+def test_a_forced_listing_checks_the_stream_at_most_once_per_interval():
+    proxy, clock = Proxy([shard("s0")]), Clock()
+    found = discovery_of(proxy, clock)
+    found.refresh(A, states("s0"), force=True, cutoff_ms=None)
+    clock.now += 10
+    found.refresh(A, states("s0"), force=True, cutoff_ms=None)
+    clock.now += 990
+    found.refresh(A, states("s0"), force=True, cutoff_ms=None)
+    assert proxy.calls == [
+        "DescribeStreamSummary",
+        "ListShards",
+        "ListShards",
+        "DescribeStreamSummary",
+        "ListShards",
+    ]
+
+
+def test_available_now_lists_again_when_the_last_listing_is_older_than_its_cutoff():
+    proxy, clock = Proxy([shard("s0")]), Clock()
+    found = discovery_of(proxy, clock)
+    found.refresh(A, states("s0"), force=False, cutoff_ms=None)
+    listed_at = clock.now
+    clock.now += 10
+    proxy.calls.clear()
+    found.refresh(A, states("s0"), force=False, cutoff_ms=listed_at)  # listed at the cutoff: not older
+    assert proxy.calls == []
+    found.refresh(A, states("s0"), force=False, cutoff_ms=listed_at + 1)
+    assert proxy.calls == ["ListShards"]
+
+
+# -- failures ---------------------------------------------------------------------------------------
+
+
+def test_a_failed_listing_is_logged_and_the_states_stand(caplog):
+    proxy = Proxy(StreamAccessError("throttled"))
+    with caplog.at_level(logging.WARNING, logger=discovery.__name__):
+        out = discovery_of(proxy, Clock()).refresh(A, states("s0"), force=True, cutoff_ms=None)
+    assert out == states("s0")
+    assert caplog.messages == [f"Kinesis stream {A}: shard discovery failed, retried later: throttled"]
+
+
+def test_a_deleted_stream_ends_the_query_and_a_recreated_one_too():
+    with pytest.raises(StreamNotFoundError, match="deleted while the query ran"):
+        discovery_of(Proxy(StreamNotFoundError("gone")), Clock()).refresh(
+            A, states("s0"), force=True, cutoff_ms=None
+        )
+    with pytest.raises(StreamRecreatedError, match="again"):
+        discovery_of(Proxy(StreamRecreatedError("again")), Clock()).refresh(
+            A, states("s0"), force=True, cutoff_ms=None
+        )
+
+
+# -- what a listing changes -------------------------------------------------------------------------------
+
+
+def test_new_shards_are_logged_by_name(caplog):
+    proxy = Proxy([shard("s0", closed=True), shard("s1", "s0"), shard("s2", "s0")])
+    with caplog.at_level(logging.INFO, logger=discovery.__name__):
+        out = discovery_of(proxy, Clock()).refresh(A, states("s0"), force=True, cutoff_ms=None)
+    assert set(out) == {"s0", "s1", "s2"}
+    assert f"Kinesis stream {A}: new shards s1, s2" in caplog.messages
+
+
+def test_a_known_shard_gone_before_its_end_is_a_loss_naming_where_it_was(caplog):
+    proxy = Proxy([shard("s1", "s0")])
+    text = (
+        f"Kinesis stream {A}: shards s0 (from after sequence number 5) went past retention before they were read "
+        "to their end; their unread records are lost"
+    )
+    with pytest.raises(DataLossError) as info:
+        discovery_of(proxy, Clock()).refresh(A, states("s0"), force=True, cutoff_ms=None)
+    assert (
+        str(info.value)
+        == f"{text}. Set failOnDataLoss=false to accept the loss and go on with their children."
+    )
+    with caplog.at_level(logging.WARNING, logger=discovery.__name__):
+        out = discovery_of(proxy, Clock(), failOnDataLoss="false").refresh(
+            A, states("s0"), force=True, cutoff_ms=None
+        )
+    assert caplog.messages[-1] == f"{text}; failOnDataLoss=false: going on and go on with their children"
+    assert out["s0"].finished and "s1" in out
+
+
+def test_unread_shards_whose_parents_went_past_retention_are_a_loss():
+    # s1 was planned but never read (at TRIM_HORIZON) and its parent s0 is no longer listed
+    known = {
+        "s0": ShardState(Position.shard_end()),
+        "s1": ShardState(Position.trim_horizon(), parents=("s0",)),
+    }
+    with pytest.raises(DataLossError) as info:
+        discovery_of(Proxy([shard("s1", "s0")]), Clock()).refresh(A, known, force=True, cutoff_ms=None)
+    assert str(info.value) == (
+        f"Kinesis stream {A}: shards s1 have not been read yet and their parents are past retention, so their "
+        "oldest records may be too (the query was stopped, or behind, longer than the stream's retention): an "
+        "unknown number of records may be lost. Set failOnDataLoss=false to accept the loss and read them from "
+        "their oldest record left."
+    )
+
+
+# -- a stream's first states --------------------------------------------------------------------------
+
+
+def test_latest_lists_open_shards_only_and_is_pinned_to_now():
+    proxy, clock = Proxy([shard("s0")]), Clock()
+    out = discovery_of(proxy, clock, startingPosition="LATEST").initial_states(A)
+    assert proxy.calls == ["ListShards(open)"]
+    assert out == {"s0": ShardState(Position.at_timestamp(clock.now))}
+
+
+def test_a_given_start_overrides_the_option_and_the_listing_is_kept():
+    proxy, clock = Proxy([shard("s0", closed=True), shard("s1", "s0")]), Clock()
+    found = discovery_of(proxy, clock, startingPosition="LATEST")
+    out = found.initial_states(A, Position.trim_horizon())
+    assert proxy.calls == ["ListShards"] and out["s0"].position == Position.trim_horizon()
+    assert found.info(A, "s1") == shard("s1", "s0") and found.info(A, "s9") is None
+    clock.now += 999
+    found.refresh(A, out, force=False, cutoff_ms=None)
+    assert proxy.calls == ["ListShards"]  # the start's listing counts for the interval
+
+
+def test_named_starts_list_once_and_pin_latest_defaults():
+    s0, s1 = "shardId-000000000000", "shardId-000000000001"
+    proxy, clock = Proxy([shard(s0), shard(s1)]), Clock()
+    start = json.dumps({s0: "AFTER_SEQUENCE_NUMBER:5", "default": "LATEST"})
+    found = discovery_of(proxy, clock, startingPosition=start)
+    out = found.initial_states(A)
+    assert proxy.calls == ["ListShards"]
+    assert {k: s.position for k, s in out.items()} == {
+        s0: Position.after("5"),
+        s1: Position.at_timestamp(clock.now),
+    }
+    assert found.created(A) == 1_700_000_000_000
