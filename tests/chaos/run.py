@@ -57,7 +57,9 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "(the fault proxy trims it, answering positions below the trim with an iterator at the oldest record "
         "left or, every other time, an InvalidArgumentException), read with failOnDataLoss=false. `aged out` "
         "counts the records that stop took before the query delivered them (not counted as lost) and the "
-        "data-loss warnings the connector logged for them.",
+        "data-loss warnings the connector logged for them, counted in the driver's log only: on "
+        "local-cluster and standalone runs the reads run in executors, whose logs are not read (0 there "
+        "says nothing).",
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
