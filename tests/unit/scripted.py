@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from pyspark_kinesis.aws.get_records import Records
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor.cutting import ShardLimits
@@ -28,6 +30,19 @@ SPEC = replace(
     consumer_arn="arn:aws:kinesis:eu-west-1:123456789012:stream/orders/consumer/c:1",
 )
 SHARD = "shardId-000000000001"
+
+
+def client_error(
+    code: str, message: str = "", operation: str = "GetRecords", status: int = 400
+) -> ClientError:
+    """An AWS error as botocore raises it (the code, message and HTTP status the connector reads)."""
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        operation,
+    )
+
+
+THROTTLED = client_error("ProvisionedThroughputExceededException")
 
 
 def records(seqs: Iterable[str | int], data: bytes = b"x", arrival: float = 1.0) -> Records:

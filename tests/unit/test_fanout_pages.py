@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import EndpointConnectionError
 
 from pyspark_kinesis.errors import StreamAccessError
 from pyspark_kinesis.model import Position
@@ -23,16 +23,9 @@ from pyspark_kinesis.source.executor.modes.fanout import (
     holder_hint,
 )
 from pyspark_kinesis.source.executor.pages import Fault, FaultKind
-from tests.unit.scripted import SHARD, SPEC, FakeProxy, context, records
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, client_error, context, records
 
 CONSUMER = SPEC.consumer_arn
-
-
-def client_error(code: str, message: str = "", status: int = 400) -> ClientError:
-    return ClientError(
-        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}},
-        "SubscribeToShard",
-    )
 
 
 class Link:

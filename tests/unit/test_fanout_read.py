@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import time
 
-from botocore.exceptions import ClientError
-
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor.modes.fanout import FanOutPages
 from pyspark_kinesis.source.executor.shard_read import ShardRead
-from tests.unit.scripted import FakeProxy, ScriptedPages, context, records
-
-THROTTLED = ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "GetRecords")
+from tests.unit.scripted import THROTTLED, FakeProxy, ScriptedPages, context, records
 
 
 class StubLink:

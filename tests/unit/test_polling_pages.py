@@ -21,18 +21,9 @@ from pyspark_kinesis.source.executor.pages import Fault, FaultKind
 from pyspark_kinesis.source.executor.shard_read import fetch_shard
 from pyspark_kinesis.source.executor.worker_state import ITERATORS
 from pyspark_kinesis.source.state.offsets import ShardEnd
-from tests.unit.scripted import SHARD, SPEC, FakeProxy, context, records
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, client_error, context, records
 
 TRIM_IT = f"it-{Position.trim_horizon().describe()}"
-
-
-def client_error(
-    code: str, message: str = "", operation: str = "GetRecords", status: int = 400
-) -> ClientError:
-    return ClientError(
-        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}},
-        operation,
-    )
 
 
 class IteratorProxy(FakeProxy):

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from botocore.exceptions import ClientError
 
 from pyspark_kinesis.errors import DataLossError, StreamAccessError
 from pyspark_kinesis.model import Position
@@ -17,10 +16,9 @@ from pyspark_kinesis.source.executor import modes, shard_read
 from pyspark_kinesis.source.executor.pages import Fault, FaultKind, Page, ReadContext
 from pyspark_kinesis.source.executor.shard_read import CLOSED_EMPTY_READS, ShardRead
 from pyspark_kinesis.source.state.offsets import ShardEnd
-from tests.unit.scripted import FakeProxy, ScriptedPages, context, page, records
+from tests.unit.scripted import THROTTLED, FakeProxy, ScriptedPages, context, page, records
 
 NOW_MS = int(time.time() * 1000)
-THROTTLED = ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "GetRecords")
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ import logging
 import time
 
 import pytest
-from botocore.exceptions import ClientError
 
 from pyspark_kinesis.errors import StreamAccessError
 from pyspark_kinesis.model import Position
@@ -23,9 +22,8 @@ from pyspark_kinesis.source.executor.shard_read import (
     ShardRead,
 )
 from pyspark_kinesis.source.state.offsets import ShardEnd
-from tests.unit.scripted import SHARD, ScriptedPages, context, page
+from tests.unit.scripted import SHARD, THROTTLED, ScriptedPages, context, page
 
-THROTTLED = ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "GetRecords")
 WHERE = "Kinesis stream 'orders' (arn:aws:kinesis:eu-west-1:123456789012:stream/orders), shard " + SHARD
 
 
