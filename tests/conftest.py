@@ -28,7 +28,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("default", "slow", "all"),
         default="default",
         help="default: every test but those marked slow (the README's test command, ~20 min on 2 cores); "
-        "slow: only those (driver and executor kills, the standalone cluster, the chaos smoke run); all: both",
+        "slow: only those (driver and executor kills, the standalone cluster, the chaos smoke run); all: both. "
+        "A test named by its file::name id runs whatever the suite",
     )
 
 
@@ -38,9 +39,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     suite = config.getoption("--suite")
     if suite == "all":
         return
-    keep = [item for item in items if (item.get_closest_marker("slow") is not None) == (suite == "slow")]
-    if len(keep) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    named = tuple(arg for arg in config.args if "::" in arg)  # a test named on the command line runs
+    keep, drop = [], []
+    for item in items:
+        slow = item.get_closest_marker("slow") is not None
+        wanted = slow == (suite == "slow") or (named and item.nodeid.startswith(named))
+        (keep if wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
