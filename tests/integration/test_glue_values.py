@@ -254,3 +254,80 @@ def test_json_schema_records_read_as_typed_columns(spark, kinesalite, local_s3):
     assert [r["id"] for r in rows] == [1, 2, None]
     assert rows[0]["at"].isoformat().startswith("2026-11-24") and rows[1]["at"] is None
     assert rows[2]["valueError"] is not None and "value.id is 'three', not a bigint" in rows[2]["valueError"]
+
+
+def test_the_sink_writes_json_schema_records_a_json_reader_and_the_source_read_back(
+    spark, kinesalite, local_s3
+):
+    """valueFormat=glue on write with a JSON Schema version: each record is the registry's header and a
+    JSON body (parsed here with orjson alone), unset optional fields left out; the source reads them
+    back into the same values; a row the schema refuses fails the write naming the field."""
+    import orjson
+
+    glue = boto3.client("glue", region_name="us-east-1", endpoint_url=local_s3.endpoint)
+    name = f"w-{uuid.uuid4().hex[:8]}"
+    glue.create_registry(RegistryName=name)
+    schema = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "item": {"type": "string"},
+            "at": {"type": "string", "format": "date-time"},
+        },
+        "required": ["id", "item"],
+    }
+    version = glue.create_schema(
+        RegistryId={"RegistryName": name},
+        SchemaName="events",
+        DataFormat="JSON",
+        Compatibility="BACKWARD",
+        SchemaDefinition=json.dumps(schema),
+    )["SchemaVersionId"]
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    frame = spark.createDataFrame(
+        [(n, f"i{n}", f"2026-11-25 10:00:{n:02d}" if n % 2 else None) for n in range(20)],
+        "id long, item string, at string",
+    ).selectExpr("struct(id, item, to_timestamp(at) AS at) AS value", "cast(id AS string) AS partitionKey")
+
+    def write(df):
+        (
+            df.write.format("kinesis")
+            .mode("append")
+            .options(streamName=stream, region="us-east-1", endpointUrl=kinesalite.endpoint)
+            .options(valueFormat="glue", schemaRegistryName=name, schemaName="events")
+            .option("schemaRegistryEndpointUrl", local_s3.endpoint)
+            .save()
+        )
+
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        write(frame)
+    finally:
+        spark.conf.unset("spark.sql.session.timeZone")
+    bodies = []
+    for shard in kin.list_shards(StreamName=stream)["Shards"]:
+        it = kin.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )
+        for record in kin.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]:
+            data = record["Data"]
+            assert data[:2] == bytes([3, 0]) and str(uuid.UUID(bytes=data[2:18])) == version
+            bodies.append(orjson.loads(data[18:]))
+    expected = [
+        {"id": n, "item": f"i{n}", **({"at": f"2026-11-25T10:00:{n:02d}Z"} if n % 2 else {})}
+        for n in range(20)
+    ]
+    assert sorted(bodies, key=lambda b: b["id"]) == expected
+    read = glue_batch_read(
+        spark, kinesalite.endpoint, stream, local_s3.endpoint, schemaRegistryName=name, schemaName="events"
+    )
+    back = sorted((r["value"]["id"], r["value"]["item"], r["value"]["at"] is None) for r in read.collect())
+    assert back == [(n, f"i{n}", n % 2 == 0) for n in range(20)]
+    with pytest.raises(Exception) as caught:
+        write(
+            spark.createDataFrame([(1, None, None)], "id long, item string, at timestamp").selectExpr(
+                "struct(id, item, at) AS value"
+            )
+        )
+    assert "value.item is required and missing" in str(caught.value)

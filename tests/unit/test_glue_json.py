@@ -154,3 +154,53 @@ def test_a_body_that_is_not_json_is_refused():
     data = pa.array([bytes([3, 0]) + uuid.UUID(V1_ID).bytes + b"{not json"], type=pa.binary())
     kept = decoder(V1_ID, on_error="column").decode(data, where)
     assert "the body is not JSON" in kept.errors.to_pylist()[0]
+
+
+# -- the sink's side ---------------------------------------------------------------------------------
+def test_the_json_encoder_writes_what_a_json_parser_and_both_versions_read_back():
+    from pyspark_kinesis.values.glue_encode import encoder
+
+    writer = encoder("JSON", DEFINITIONS[V2_ID], V2_ID)
+    assert writer.field_names == ["id", "item", "price", "at", "tags", "day"]
+    at = datetime.datetime(2026, 11, 24, 10, 0, 1, 500000, tzinfo=datetime.UTC)
+    value = {"id": 7, "item": "x", "price": None, "at": at, "tags": ["a"], "day": datetime.date(2026, 11, 25)}
+    payload = writer.encode(value)
+    assert payload[:2] == bytes([3, 0]) and str(uuid.UUID(bytes=payload[2:18])) == V2_ID
+    # An unset field is left out, not written as null: {"type": "number"} allows no null.
+    assert orjson.loads(payload[18:]) == {
+        "id": 7,
+        "item": "x",
+        "at": "2026-11-24T10:00:01.500000Z",
+        "tags": ["a"],
+        "day": "2026-11-25",
+    }
+    data = pa.array([payload], type=pa.binary())
+    assert decoder(V2_ID).decode(data, where).values.to_pylist() == [{**value, "price": None}]
+    assert decoder(V1_ID).decode(data, where).values.to_pylist() == [
+        {"id": 7, "item": "x", "price": None, "at": at}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ({"item": "x"}, "value.id is required and missing"),
+        ({"id": None, "item": "x"}, "value.id is required and missing"),
+        ({"id": 1, "item": 2}, "value.item is 2, not a string"),
+        ({"id": 1, "item": "x", "tags": "a"}, "value.tags is str, not an array"),
+        ({"id": 1, "item": "x", "price": b"\x00"}, "not JSON serializable"),
+    ],
+)
+def test_the_json_encoder_refuses_a_value_the_version_does_not_take(value, words):
+    from pyspark_kinesis.values.glue_encode import ValueDoesNotFit, encoder
+
+    with pytest.raises(ValueDoesNotFit) as caught:
+        encoder("JSON", DEFINITIONS[V2_ID], V2_ID).encode(value)
+    assert words in str(caught.value)
+
+
+def test_the_json_encoder_needs_an_object_schema():
+    from pyspark_kinesis.values.glue_encode import encoder
+
+    with pytest.raises(UnsupportedSchema, match="root is array<string>, not an object"):
+        encoder("JSON", '{"type": "array", "items": {"type": "string"}}', V1_ID)

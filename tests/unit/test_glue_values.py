@@ -161,9 +161,9 @@ def test_records_without_the_header_fail_or_pass_as_asked():
 
 # -- the sink's side ---------------------------------------------------------------------------------
 def test_the_encoder_frames_what_fastavro_and_the_decoder_read_back():
-    from pyspark_kinesis.values.glue_encode import GlueEncoder, ValueDoesNotFit
+    from pyspark_kinesis.values.glue_encode import ValueDoesNotFit, encoder
 
-    encoder = GlueEncoder(DEFINITIONS[V2_ID], V2_ID)
+    encoder = encoder("AVRO", DEFINITIONS[V2_ID], V2_ID)
     assert encoder.field_names == ["id", "item", "qty"]
     payload = encoder.encode({"id": 7, "item": "x", "qty": None})
     assert payload[:2] == bytes([3, 0]) and str(uuid.UUID(bytes=payload[2:18])) == V2_ID

@@ -40,7 +40,7 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "valueFormat": (
         "raw",
         "raw (the payload from column data) | glue (column value, a struct, encoded with a registered "
-        "Avro schema version and framed as the AWS Glue Schema Registry's serializers frame records).",
+        "Avro or JSON Schema version and framed as the AWS Glue Schema Registry's serializers frame records).",
     ),
     "schemaRegistryName": (
         "(none)",

@@ -23,7 +23,8 @@ from ..aws.glue_registry import RegistryRef, reader_schema
 from ..aws.kinesis import KinesisProxy, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
-from ..values.glue_encode import GlueEncoder, ValueDoesNotFit
+from ..values.avro_types import UnsupportedSchema
+from ..values.glue_encode import ENCODERS, GlueEncoder, ValueDoesNotFit, encoder
 from .options import SinkConfig
 from .packing import Aggregator, ShardRouter
 from .producing import MAX_RECORD_BYTES, Entry, Producer, invalid_reason
@@ -113,7 +114,7 @@ def _encoder(config: SinkConfig) -> GlueEncoder:
     assert value.reader_definition is not None and value.version_id is not None, "looked up at query start"
     key = (value.version_id, value.reader_definition)
     if key not in _ENCODERS:
-        _ENCODERS[key] = GlueEncoder(value.reader_definition, value.version_id)
+        _ENCODERS[key] = encoder(value.data_format, value.reader_definition, value.version_id)
     return _ENCODERS[key]
 
 
@@ -125,15 +126,30 @@ def with_schema_version(config: SinkConfig) -> SinkConfig:
         return config
     ref = RegistryRef(value.version_id, value.registry, value.schema, value.version_number)
     found = reader_schema(config.aws, value.endpoint_url, ref)
-    if found.data_format != "AVRO":
+    option = "schemaVersionId" if value.version_id else "schemaName"
+    if found.data_format not in ENCODERS:
         raise OptionError(
-            "valueFormat",
-            f"{ref.describe()} is a {found.data_format} schema; the sink writes Avro schemas only for now",
-            "Name an Avro schema version.",
+            option,
+            f"{ref.describe()} is a {found.data_format} schema; the sink writes "
+            f"{' and '.join(sorted(ENCODERS))} schemas only",
+            "Name an Avro or JSON schema version, or write bytes you encoded yourself with valueFormat=raw.",
         )
-    return replace(
-        config, value=replace(value, reader_definition=found.definition, version_id=found.version_id)
+    resolved = replace(
+        config,
+        value=replace(
+            value,
+            reader_definition=found.definition,
+            version_id=found.version_id,
+            data_format=found.data_format,
+        ),
     )
+    try:
+        _encoder(resolved)
+    except UnsupportedSchema as exc:
+        raise OptionError(
+            option, f"{ref.describe()}: {exc}", "Change the schema, or write with valueFormat=raw."
+        ) from None
+    return resolved
 
 
 def check_stream(config: SinkConfig) -> SinkConfig:
