@@ -331,3 +331,65 @@ def test_the_sink_writes_json_schema_records_a_json_reader_and_the_source_read_b
             )
         )
     assert "value.item is required and missing" in str(caught.value)
+
+
+def test_protobuf_records_of_two_versions_read_as_typed_columns(spark, kinesalite, local_s3, tmp_path):
+    """Two versions of a .proto registered in moto's registry; records written with the protobuf
+    runtime's own classes and framed here (header, message index, body); a streaming read into the
+    newer version's message, with a record of another message kept with the reason."""
+    from google.protobuf import message_factory
+
+    from pyspark_kinesis.values.protobuf_types import compile_proto
+
+    v1 = 'syntax = "proto3";\npackage shop;\nmessage Note { string text = 1; }\nmessage Order { int64 id = 1; string item = 2; }\n'
+    v2 = v1.replace("string item = 2; }", "string item = 2; optional int32 qty = 3; }")
+    glue = boto3.client("glue", region_name="us-east-1", endpoint_url=local_s3.endpoint)
+    name = f"p-{uuid.uuid4().hex[:8]}"
+    glue.create_registry(RegistryName=name)
+    first = glue.create_schema(
+        RegistryId={"RegistryName": name},
+        SchemaName="orders",
+        DataFormat="PROTOBUF",
+        Compatibility="BACKWARD",
+        SchemaDefinition=v1,
+    )["SchemaVersionId"]
+    second = glue.register_schema_version(
+        SchemaId={"RegistryName": name, "SchemaName": "orders"}, SchemaDefinition=v2
+    )["SchemaVersionId"]
+
+    def message(definition, kind, **fields):
+        pool = compile_proto(definition).pool
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName(kind))(**fields)
+
+    def frame(version, index, msg):  # shop.Note is message 0, shop.Order message 1
+        return bytes([3, 0]) + uuid.UUID(version).bytes + bytes([index]) + msg.SerializeToString()
+
+    records = [frame(first, 1, message(v1, "shop.Order", id=n, item=f"i{n}")) for n in range(10)]
+    records += [frame(second, 1, message(v2, "shop.Order", id=n, item=f"i{n}", qty=n)) for n in range(10, 20)]
+    records.append(frame(second, 0, message(v2, "shop.Note", text="not an order")))
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+    kin.put_records(
+        StreamName=stream, Records=[{"Data": r, "PartitionKey": str(i)} for i, r in enumerate(records)]
+    )
+    df = reader(
+        spark,
+        kinesalite.endpoint,
+        stream,
+        str(tmp_path / "meta"),
+        startingPosition="TRIM_HORIZON",
+        valueFormat="glue",
+        schemaRegistryName=name,
+        schemaName="orders",
+        schemaRegistryEndpointUrl=local_s3.endpoint,
+        protobufMessageName="Order",
+        valueColumns="flatten",
+        onDecodeError="column",
+    )
+    assert [f.name for f in df.schema.fields][-4:] == ["id", "item", "qty", "valueError"]
+    sink = Collector()
+    run_available_now(spark, df, str(tmp_path / "cp"), sink)
+    decoded = sorted((r["id"], r["item"], r["qty"]) for r in sink.rows if r["valueError"] is None)
+    assert decoded == [(n, f"i{n}", None if n < 10 else n) for n in range(20)]
+    (refused,) = [r for r in sink.rows if r["valueError"] is not None]
+    assert "the record is a shop.Note, and the reader's message is shop.Order" in refused["valueError"]

@@ -45,6 +45,10 @@ VALUE_OPTIONS: dict[str, tuple[str, str]] = {
         "fail",
         "glue: fail | pass (a record without the registry's header: value null).",
     ),
+    "protobufMessageName": (
+        "(the first declared)",
+        "glue, Protobuf schemas: the message of the .proto to read records into (its full name or its name).",
+    ),
 }
 
 
@@ -62,7 +66,8 @@ class ValueFormat:
     on_error: str = FAIL
     without_header: str = FAIL
     reader_definition: str | None = None  # the reader's schema, once looked up (see the module doc)
-    data_format: str = "AVRO"  # the registered schema's DataFormat (AVRO | JSON), once looked up
+    data_format: str = "AVRO"  # the registered schema's DataFormat (AVRO | JSON | PROTOBUF), once looked up
+    message: str | None = None  # Protobuf: the reader's message (protobufMessageName)
 
     @property
     def decoded(self) -> bool:
@@ -126,4 +131,5 @@ def parse_value_format(opts: Mapping[str, str]) -> ValueFormat:
         columns=_choice(opts, "valueColumns", (STRUCT, FLATTEN)),
         on_error=_choice(opts, "onDecodeError", (FAIL, COLUMN)),
         without_header=_choice(opts, "recordsWithoutHeader", (FAIL, PASS)),
+        message=(opts.get("protobufMessageName") or "").strip() or None,
     )

@@ -29,7 +29,7 @@ from ..aws import glue_registry
 from ..config.value_format import COLUMN, FLATTEN, ValueFormat
 from ..errors import OptionError
 from ..spark_api import arrow_type
-from ..values import json_types
+from ..values import json_types, protobuf_types
 from ..values.avro_types import UnsupportedSchema, parse, spark_type
 from ..values.glue_values import GlueValues
 from .options import SourceConfig
@@ -57,11 +57,17 @@ def resolve(config: SourceConfig) -> SourceConfig:
     ref = glue_registry.RegistryRef(value.version_id, value.registry, value.schema, value.version_number)
     found = glue_registry.reader_schema(config.streams[0].aws, value.endpoint_url, ref)
     option = "schemaVersionId" if value.version_id else "schemaName"
-    if found.data_format not in ("AVRO", "JSON"):
+    if found.data_format not in ("AVRO", "JSON", "PROTOBUF"):
         raise OptionError(
             option,
-            f"{ref.describe()} is a {found.data_format} schema; this version decodes AVRO and JSON schemas only",
-            "Read the records with valueFormat=raw and decode data yourself, or register the schema as AVRO.",
+            f"{ref.describe()} is a {found.data_format} schema; the connector decodes AVRO, JSON and PROTOBUF",
+            "Read the records with valueFormat=raw and decode data yourself.",
+        )
+    if value.message is not None and found.data_format != "PROTOBUF":
+        raise OptionError(
+            "protobufMessageName",
+            f"applies to Protobuf schemas, and {ref.describe()} is {found.data_format}",
+            "Remove it.",
         )
     resolved = replace(value, reader_definition=found.definition, data_format=found.data_format)
     try:
@@ -77,6 +83,9 @@ def _reader_type(value: ValueFormat) -> DataType:
     assert value.reader_definition is not None, "resolve() first"
     if value.data_format == "JSON":
         return json_types.spark_type(json_types.parse(value.reader_definition))
+    if value.data_format == "PROTOBUF":
+        compiled = protobuf_types.compile_proto(value.reader_definition)
+        return protobuf_types.spark_type(compiled.message(value.message))
     return spark_type(parse(value.reader_definition))
 
 
@@ -130,6 +139,7 @@ def _decoder(value: ValueFormat, settings: Any) -> GlueValues:
         value.on_error,
         value.without_header,
         value.data_format,
+        value.message,
     )
 
 

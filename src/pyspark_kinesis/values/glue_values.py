@@ -3,7 +3,9 @@ schema as one typed column per batch, beside the Kinesis columns.
 
 Per record: the header names the writer's schema version, fetched once per executor process and
 parsed once; the body is decoded with it into the reader's schema (`avro_types`). A JSON body needs no
-writer's schema: it is fitted to the reader's JSON Schema as it is (`json_types`). What cannot be
+writer's schema: it is fitted to the reader's JSON Schema as it is (`json_types`). A Protobuf body's
+writer version says which of its messages the body is; the reader's message of that name parses it
+(`protobuf_types`). What cannot be
 decoded is never dropped: by default the task fails with an error naming the stream, shard, sequence
 number and schema version (`onDecodeError=fail`); with `onDecodeError=column` the row keeps its raw
 bytes in `data`, its value is null and `valueError` says why. A record without the header is an error
@@ -20,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import CorruptRecordError
-from . import json_types
+from . import json_types, protobuf_types
 from .avro_types import AvroValues, parse
 from .glue_wire import WireError, unframe
 
@@ -44,14 +46,21 @@ class GlueValues:
         on_error: str = FAIL,
         without_header: str = FAIL,
         data_format: str = "AVRO",
+        message: str | None = None,
     ) -> None:
+        """`message`: Protobuf only, the reader's message (default: the first the .proto declares)."""
         # JSON bodies describe themselves: they are fitted to the reader's schema without the writer's.
         self.json = data_format == "JSON"
-        self.codec: AvroValues | json_types.JsonValues = (
-            json_types.JsonValues(json_types.parse(reader_definition))
-            if self.json
-            else AvroValues(parse(reader_definition))
-        )
+        self.protobuf = data_format == "PROTOBUF"
+        self.codec: AvroValues | json_types.JsonValues | protobuf_types.ProtobufValues
+        if self.json:
+            self.codec = json_types.JsonValues(json_types.parse(reader_definition))
+        elif self.protobuf:
+            self.codec = protobuf_types.ProtobufValues(
+                protobuf_types.compile_proto(reader_definition), message
+            )
+        else:
+            self.codec = AvroValues(parse(reader_definition))
         self.writer_definition = writer_definition
         self.on_error, self.without_header = on_error, without_header
         self._writers: dict[str, Any] = {}
@@ -59,9 +68,14 @@ class GlueValues:
     def _writer(self, version_id: str) -> Any:
         if self.json:
             return None
-        assert isinstance(self.codec, AvroValues)
         writer = self._writers.get(version_id)
+        if writer is None and self.protobuf:
+            # Which message a body is: the writer's .proto numbers its messages (see protobuf_types).
+            writer = self._writers[version_id] = protobuf_types.compile_proto(
+                self.writer_definition(version_id)
+            )
         if writer is None:
+            assert isinstance(self.codec, AvroValues)
             writer = parse(self.writer_definition(version_id))
             # The reader's own version (most records): fastavro skips schema resolution only for the
             # very same object, and resolving a schema against an equal copy cost a quarter of the decode.
