@@ -114,16 +114,18 @@ def bench_glue_decode(
     records: int = typer.Option(20_000, min=1000, max=1_000_000, help="Records per case."),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
-    """valueFormat=glue decoding per core: the connector against fastavro alone, MB per CPU-second."""
+    """valueFormat=glue decoding per core (Avro, JSON Schema, Protobuf): the connector against the
+    format's decoder alone, MB per CPU-second."""
     from . import glue_decode, report
 
     rows = glue_decode.run(records)
     table = Table(title="Glue Schema Registry decode, one core: MB per CPU-second, median (lowest-highest)")
-    for column in ("records", "fastavro alone", "connector", "connector / fastavro"):
+    for column in ("records", "decoder", "decoder alone", "connector", "connector / decoder"):
         table.add_column(column)
     for row in rows:
         table.add_row(
             row.case,
+            row.decoder,
             row.mb(row.fastavro),
             row.mb(row.connector),
             f"{row.fastavro.median / row.connector.median:.2f}",

@@ -1,11 +1,13 @@
 """Glue Schema Registry decode benchmark: the connector's `valueFormat=glue` decode of a batch's `data`
-column against decoding the same bodies with fastavro alone, in MB of payload per CPU-second.
+column against decoding the same bodies with the format's decoder alone (fastavro for Avro, orjson for
+JSON, the protobuf runtime's parser for Protobuf), in MB of payload per CPU-second.
 
 What the connector adds to the decoder: the header (version id, optional zlib), the writer schema
 looked up per record (cached per process), the resolution into the reader's schema, and the Arrow
 struct column Spark takes. Both sides decode the same records; the inputs are stated beside the
 figures (small records of one schema with ten fields; a second run where half the records were
-written with an older version, so fastavro resolves them).
+written with an older version, so fastavro resolves them; the same records as JSON Schema and as
+Protobuf bodies of one version).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ class GlueRow:
     case: str
     records: int
     payload_bytes: int
-    fastavro: Spread  # CPU seconds: fastavro.schemaless_reader over the bodies, into dicts
+    fastavro: Spread  # CPU seconds: the decoder alone over the bodies (into dicts, or messages)
     connector: Spread  # CPU seconds: GlueValues.decode of the framed data column, into Arrow
+    decoder: str = "fastavro"
 
     def mb(self, spread: Spread) -> str:
         return spread.show_rate(self.payload_bytes, 1e6, digits=1)
@@ -104,8 +107,102 @@ def run(records: int = RECORDS, repeat: int = REPEAT) -> list[GlueRow]:
         assert connector().to_pylist() == alone()  # the same records come out, typed
         fast, conn = _timings([alone, connector], repeat, clock=time.process_time)
         payload = sum(len(b) for _v, b in bodies)
-        rows.append(GlueRow(case, records, payload, fast, conn))
+        rows.append(GlueRow(f"Avro, {case}", records, payload, fast, conn))
+    rows.append(_json_row(rng, records, repeat))
+    rows.append(_protobuf_row(rng, records, repeat))
     return rows
+
+
+JSON_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "order_id": {"type": "integer"},
+        "customer": {"type": "string"},
+        "amount": {"type": "number"},
+        "currency": {"type": "string"},
+        "quantity": {"type": "integer"},
+        "paid": {"type": "boolean"},
+        "created": {"type": "string", "format": "date-time"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "note": {"type": ["string", "null"]},
+        "channel": {"type": "string"},
+    },
+    "required": ["order_id", "customer"],
+}
+
+PROTO = """syntax = "proto3";
+package bench;
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 order_id = 1; string customer = 2; double amount = 3; string currency = 4; int32 quantity = 5;
+  bool paid = 6; google.protobuf.Timestamp created = 7; repeated string tags = 8; optional string note = 9;
+  string channel = 10;
+}
+"""
+
+
+def _json_row(rng: random.Random, records: int, repeat: int) -> GlueRow:
+    import datetime
+
+    import orjson
+
+    from pyspark_kinesis.values.glue_values import GlueValues
+    from pyspark_kinesis.values.glue_wire import frame
+
+    version = str(uuid.UUID(int=3))
+    bodies = []
+    for index in range(records):
+        value = _record(rng, index, 2)
+        value["created"] = datetime.datetime.fromtimestamp(value["created"] / 1000, datetime.UTC)
+        bodies.append(
+            orjson.dumps({k: v for k, v in value.items() if v is not None}, option=orjson.OPT_UTC_Z)
+        )
+    framed = pa.array([frame(version, b) for b in bodies], type=pa.binary())
+    values = GlueValues(_json(JSON_SCHEMA), {version: _json(JSON_SCHEMA)}.__getitem__, data_format="JSON")
+
+    def alone() -> list[Any]:
+        return [orjson.loads(b) for b in bodies]
+
+    def connector() -> pa.Array:
+        return values.decode(framed, lambda i: f"record {i}").values
+
+    assert [r["order_id"] for r in connector().to_pylist()] == [r["order_id"] for r in alone()]
+    fast, conn = _timings([alone, connector], repeat, clock=time.process_time)
+    return GlueRow("JSON Schema, one version", records, sum(map(len, bodies)), fast, conn, "orjson")
+
+
+def _protobuf_row(rng: random.Random, records: int, repeat: int) -> GlueRow:
+    from google.protobuf import message_factory
+    from google.protobuf.json_format import MessageToDict
+
+    from pyspark_kinesis.values.glue_values import GlueValues
+    from pyspark_kinesis.values.glue_wire import frame
+    from pyspark_kinesis.values.protobuf_types import compile_proto
+
+    version = str(uuid.UUID(int=4))
+    order = message_factory.GetMessageClass(compile_proto(PROTO).pool.FindMessageTypeByName("bench.Order"))
+    bodies = []
+    for index in range(records):
+        value = _record(rng, index, 2)
+        message = order(**{k: v for k, v in value.items() if k not in ("created", "note") and v is not None})
+        if value["note"] is not None:
+            message.note = value["note"]
+        message.created.FromMilliseconds(value["created"])
+        bodies.append(message.SerializeToString())
+    framed = pa.array([frame(version, b"\x00" + b) for b in bodies], type=pa.binary())  # message index 0
+    values = GlueValues(PROTO, {version: PROTO}.__getitem__, data_format="PROTOBUF")
+
+    def alone() -> list[Any]:
+        return [MessageToDict(order.FromString(b), preserving_proto_field_name=True) for b in bodies]
+
+    def connector() -> pa.Array:
+        return values.decode(framed, lambda i: f"record {i}").values
+
+    assert [r["order_id"] for r in connector().to_pylist()] == [int(m["order_id"]) for m in alone()]
+    fast, conn = _timings([alone, connector], repeat, clock=time.process_time)
+    return GlueRow(
+        "Protobuf, one version", records, sum(map(len, bodies)), fast, conn, "protobuf (upb) + MessageToDict"
+    )
 
 
 def _json(schema: dict[str, Any]) -> str:
@@ -118,24 +215,31 @@ def markdown(rows: list[GlueRow]) -> str:
     lines = [
         "## 9. Decoding Glue Schema Registry records (one core)",
         "",
-        f"`bash scripts/bench.sh glue-decode` ({machine()}): {rows[0].records:,} Avro records of one schema "
+        f"`bash scripts/bench.sh glue-decode` ({machine()}): {rows[0].records:,} records of one schema "
         f"with ten fields (strings, numbers, a timestamp, an array, an optional field; about "
-        f"{rows[0].payload_bytes // rows[0].records} B each) decoded into the reader's schema, {REPEAT} "
-        "rounds taking turns, CPU time of the process. `fastavro alone`: `schemaless_reader` over the "
-        "bodies into Python dicts (the decoder by itself, the header already stripped); `connector`: "
-        "`valueFormat=glue`'s decode of the batch's `data` column (header, version lookup, resolution, "
+        f"{rows[0].payload_bytes // rows[0].records} B each as Avro) decoded into the reader's schema, "
+        f"{REPEAT} rounds taking turns, CPU time of the process; the same records as JSON Schema bodies "
+        "and as Protobuf messages of one version. `decoder alone`: the format's decoder by itself over "
+        "the bodies, the header already stripped (fastavro's `schemaless_reader` into dicts, resolving "
+        "older versions; `orjson.loads` into dicts; the protobuf runtime's `FromString` then its own "
+        "`json_format.MessageToDict` into dicts); `connector`: `valueFormat=glue`'s decode of the "
+        "batch's `data` column (header, version lookup, resolution or fitting to the reader's schema, "
         "the Arrow struct column Spark takes). MB of payload per CPU-second, median (lowest-highest).",
         "",
-        "| records | fastavro alone | connector | connector / fastavro |",
-        "| --- | --: | --: | --: |",
+        "| records | decoder | decoder alone | connector | connector / decoder |",
+        "| --- | --- | --: | --: | --: |",
     ]
     for row in rows:
         ratio = row.fastavro.median / row.connector.median
-        lines.append(f"| {row.case} | {row.mb(row.fastavro)} | {row.mb(row.connector)} | {ratio:.2f} |")
+        lines.append(
+            f"| {row.case} | {row.decoder} | {row.mb(row.fastavro)} | {row.mb(row.connector)} | {ratio:.2f} |"
+        )
     lines += [
         "",
-        "Both decode record by record in Python (fastavro has no columnar reader); what the connector "
-        "adds per record is the header, the version lookup and its share of the Arrow column.",
+        "All decode record by record in Python (none of these decoders has a columnar reader); what the "
+        "connector adds per record is the header, the version lookup, for JSON the check of every value "
+        "against the reader's types, for Protobuf the conversion of the message into Python values, and "
+        "its share of the Arrow column.",
         "",
     ]
     return "\n".join(lines)

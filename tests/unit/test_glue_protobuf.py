@@ -44,6 +44,7 @@ message Order {
   State state = 3;
   repeated Line lines = 4;
   map<string, int64> counts = 5;
+  map<uint64, State> states = 11;
   google.protobuf.Timestamp at = 6;
   optional string note = 7;
   uint64 big = 8;
@@ -78,6 +79,7 @@ def order_v1():
     order = message_class(V1, "shop.Order")(id=7, item="pen", state=1, big=2**64 - 1, blob=b"\x00\x01")
     order.lines.add(sku="a", qty=2)
     order.counts["x"] = 3
+    order.states[2**64 - 2] = 1
     order.at.FromDatetime(datetime.datetime(2026, 11, 25, 10, 0, 1, 500000))
     return order
 
@@ -89,6 +91,7 @@ def test_the_registrys_message_index_numbers_messages_by_full_name():
         "shop.Order",
         "shop.Order.CountsEntry",
         "shop.Order.Line",
+        "shop.Order.StatesEntry",
     )
     assert compiled.message(None).full_name == "shop.Audit"  # the first declared
     assert compiled.message("Order").full_name == compiled.message("shop.Order").full_name == "shop.Order"
@@ -108,6 +111,7 @@ def test_a_message_maps_to_a_spark_struct():
                 ArrayType(StructType([StructField("sku", StringType()), StructField("qty", IntegerType())])),
             ),
             StructField("counts", MapType(StringType(), LongType())),
+            StructField("states", MapType(DecimalType(20, 0), StringType())),
             StructField("at", TimestampType()),
             StructField("note", StringType()),
             StructField("big", DecimalType(20, 0)),
@@ -131,6 +135,7 @@ def test_records_of_two_versions_decode_into_the_readers_message():
         "note": None,  # optional, unset: null (presence)
         "big": decimal.Decimal(2**64 - 1),
         "blob": b"\x00\x01",
+        "states": [(decimal.Decimal(2**64 - 2), "PAID")],
     }
     # Version 2's record into version 1: `channel` skipped, `blob` (removed) at its default.
     assert values[1]["id"] == 8 and values[1]["note"] == "gift" and values[1]["blob"] == b""
@@ -147,7 +152,7 @@ def test_a_record_of_another_message_or_a_broken_body_is_refused_naming_it():
     assert kept.values.to_pylist() == [None, None, None]
     errors = kept.errors.to_pylist()
     assert "the record is a shop.Audit, and the reader's message is shop.Order" in errors[0]
-    assert "message index 9, and the writer's .proto has 4 messages" in errors[1]
+    assert "message index 9, and the writer's .proto has 5 messages" in errors[1]
     assert f"written with schema version {V1_ID}" in errors[2]
     with pytest.raises(CorruptRecordError, match="row 0: written with schema version"):
         decoder(V1_ID, message="Order").decode(data, where)

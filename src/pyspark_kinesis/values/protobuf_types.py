@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,36 +203,94 @@ def _timestamp(value: Any) -> datetime.datetime:
     return epoch + datetime.timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
 
 
-def _single(field: Any, value: Any) -> Any:
+Convert = Callable[[Any], Any] | None  # None: the value as the protobuf runtime gives it
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _items(item: Convert) -> Callable[[Any], list[Any]]:
+    """A repeated field's values as a list."""
+    if item is None:
+        return list
+    convert = item
+    return lambda items: [convert(v) for v in items]
+
+
+def _entries(key: Convert, value: Convert) -> Callable[[Any], list[tuple[Any, Any]]]:
+    """A map field's entries as the (key, value) pairs an Arrow map takes."""
+    if key is None and value is None:
+        return lambda entries: list(entries.items())
+    k, v = key or _same, value or _same
+    return lambda entries: [(k(a), v(b)) for a, b in entries.items()]
+
+
+def _single(field: Any) -> Convert:
+    """How one value of `field` becomes what its Spark type's Arrow column takes."""
     from google.protobuf.descriptor import FieldDescriptor as F
 
     if field.message_type is not None:
         if field.message_type.full_name == _TIMESTAMP:
-            return _timestamp(value)
-        return to_python(value)
+            return _timestamp
+        return converter(field.message_type)
     if field.type == F.TYPE_ENUM:
-        named = field.enum_type.values_by_number.get(value)
-        return named.name if named is not None else str(value)
+        names = {v.number: v.name for v in field.enum_type.values}
+        return lambda number: names.get(number, str(number))
     if field.type in (F.TYPE_UINT64, F.TYPE_FIXED64):
-        return decimal.Decimal(value)
-    return value
+        return decimal.Decimal
+    return None
+
+
+class Converter:
+    """A parsed message as the values of its Spark struct, decided once per message type: every
+    field starts at what an unset field reads as (null where the field has presence, its default
+    otherwise, empty when repeated), and only the fields the message has set (`ListFields`, in C)
+    are converted, so a record costs Python work for the values it carries only."""
+
+    def __init__(self, descriptor: Any) -> None:
+        self.defaults: dict[str, Any] = {}
+        self.convert: dict[str, Convert] = {}
+        for field in descriptor.fields:
+            if _is_map(field):
+                entry = field.message_type.fields_by_name
+                self.convert[field.name] = _entries(_single(entry["key"]), _single(entry["value"]))
+                self.defaults[field.name] = ()
+            elif _repeated(field):
+                self.convert[field.name] = _items(_single(field))
+                self.defaults[field.name] = ()
+            else:
+                convert = self.convert[field.name] = _single(field)
+                if field.has_presence:
+                    self.defaults[field.name] = None
+                else:
+                    default = field.default_value
+                    self.defaults[field.name] = default if convert is None else convert(default)
+
+    def __call__(self, message: Any) -> dict[str, Any]:
+        out = dict(self.defaults)
+        convert = self.convert
+        for field, value in message.ListFields():
+            how = convert[field.name]
+            out[field.name] = value if how is None else how(value)
+        return out
+
+
+_converters: dict[Any, Converter] = {}
+
+
+def converter(descriptor: Any) -> Converter:
+    """The converter of a message type, made once per process (a recursive type would not end: its
+    Spark type is refused first, see `spark_type`)."""
+    found = _converters.get(descriptor)
+    if found is None:
+        found = _converters[descriptor] = Converter(descriptor)
+    return found
 
 
 def to_python(message: Any) -> dict[str, Any]:
     """A parsed message as the values of its Spark struct (null where a field with presence is unset)."""
-    out: dict[str, Any] = {}
-    for field in message.DESCRIPTOR.fields:
-        value = getattr(message, field.name)
-        if _is_map(field):
-            entry = field.message_type.fields_by_name["value"]
-            out[field.name] = [(k, _single(entry, v)) for k, v in value.items()]
-        elif _repeated(field):
-            out[field.name] = [_single(field, v) for v in value]
-        elif field.has_presence and not message.HasField(field.name):
-            out[field.name] = None
-        else:
-            out[field.name] = _single(field, value)
-    return out
+    return converter(message.DESCRIPTOR)(message)
 
 
 def message_index(body: bytes) -> tuple[int, int]:
@@ -262,6 +320,7 @@ class ProtobufValues:
         self.message_class = message_factory.GetMessageClass(self.descriptor)
         self.spark = spark_type(self.descriptor)
         self.arrow = arrow_type(self.spark)
+        self.convert = converter(self.descriptor)
 
     def decode(self, body: bytes, writer: CompiledSchema) -> Any:
         index, at = message_index(body)
@@ -274,7 +333,7 @@ class ProtobufValues:
             raise ValueError(
                 f"the record is a {name}, and the reader's message is {self.descriptor.full_name}"
             )
-        return to_python(self.message_class.FromString(body[at:]))
+        return self.convert(self.message_class.FromString(body[at:]))
 
     def column(self, values: Sequence[Any]) -> pa.Array:
         return pa.array(values, type=self.arrow)
