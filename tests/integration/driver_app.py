@@ -108,15 +108,21 @@ def main() -> None:
             )
         if cfg.get("trigger") == "availableNow" and cfg.get("async_ms") is None:
             writer = writer.trigger(availableNow=True)
+        elif cfg.get("trigger") == "once":
+            writer = writer.trigger(once=True)
         else:
             writer = writer.trigger(processingTime=cfg.get("interval", "300 milliseconds"))
         return writer.start()
 
     from pyspark_kinesis import spark_api
 
-    # PySpark 4.0/4.1 run a Python source's AvailableNow as one batch (see `spark_api`): drained by
-    # running it again until a run brings nothing, as a user there would.
-    runs = 1 if spark_api.ADMISSION_CONTROL or cfg.get("trigger") != "availableNow" else 60
+    # PySpark 4.0/4.1 run a Python source's AvailableNow as one batch (see `spark_api`), and every
+    # version runs trigger(once=True) so: drained by running it again until a run brings nothing, as a
+    # user there would (with drainInOneBatch the second run brings nothing).
+    one_batch = cfg.get("trigger") == "once" or (
+        cfg.get("trigger") == "availableNow" and not spark_api.ADMISSION_CONTROL
+    )
+    runs = 60 if one_batch else 1
     for _run in range(runs):
         query = start()
         if cfg.get("until_idle_s"):

@@ -88,6 +88,12 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
         "true",
         "efo: a shard's task on another executor reads the subscription the holding executor keeps (authenticated; events unencrypted), instead of subscribing anew.",
     ),
+    "drainInOneBatch": (
+        "false",
+        "trigger(once=True), and trigger(availableNow=True) on PySpark 4.0/4.1 (one batch there): the batch reads "
+        "every record that arrived before the run started, each shard in chunks spilled to the executor's local "
+        "disk (memory stays bounded); the batch limits do not apply. Another trigger fails at its second batch.",
+    ),
     "failOnDataLoss": (
         "true",
         "Fail when records the query should read are gone (past retention, stream re-created); false: warn, go on.",
@@ -126,6 +132,7 @@ class SourceConfig:
     fail_on_corrupt_aggregate: bool = False
     consumer_type: str = "polling"  # or "efo"
     fan_out_relay: bool = True  # efo: read a subscription where another executor holds it (agent.relay)
+    drain_in_one_batch: bool = False  # one-batch runs read everything there at their start (executor.drain)
     value: ValueFormat = field(default_factory=ValueFormat)  # the payload's format (source.value_columns)
 
     @property
@@ -161,6 +168,12 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
             "applies to batch reads only",
             "Remove it, or use spark.read for a bounded backfill.",
         )
+    if "drainInOneBatch" in opts and not streaming:
+        raise OptionError(
+            "drainInOneBatch",
+            "applies to streaming reads only (a batch read reads every shard to endingPosition anyway)",
+            "Remove it from spark.read.",
+        )
     metadata_path = (opts.get("metadataPath") or "").strip() or None
     if streaming and metadata_path is None:
         raise OptionError(
@@ -187,6 +200,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
         idle_poll_interval_ms=int_option(opts, "idlePollIntervalMs", 500, 0) or 0,
         shard_discovery_interval_ms=int_option(opts, "shardDiscoveryIntervalMs", 10_000, 0) or 0,
         fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
+        drain_in_one_batch=bool_option(opts, "drainInOneBatch", False),
         shard_assigner=_assigner(opts),
         target_tasks=int_option(opts, "targetTasks", None, 1),
         max_shards_per_task=int_option(opts, "maxShardsPerTask", None, 1),

@@ -59,9 +59,18 @@ class KinesisStreamReader(DataSourceStreamReader):
         # `agent.relay`): made here, on the driver, and given to tasks inside their partitions.
         self.relay_key = secrets.token_bytes(32) if self.config.fan_out and self.config.fan_out_relay else b""
         self._seen: SourceOffset | None = None  # the newest offset Spark showed (PySpark 4.0/4.1)
+        self._available_now = False  # PySpark 4.2+: Spark prepared this run for Trigger.AvailableNow
+        self._drained = False  # drainInOneBatch: this run planned its one batch
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "_planner": None, "relay_key": b"", "_seen": None}
+        return {
+            "config": self.config,
+            "_planner": None,
+            "relay_key": b"",
+            "_seen": None,
+            "_available_now": False,
+            "_drained": False,
+        }
 
     def _see(self, offset: SourceOffset) -> SourceOffset:
         if self._seen is None or offset.batch >= self._seen.batch:
@@ -111,10 +120,35 @@ class KinesisStreamReader(DataSourceStreamReader):
                 max_rows = limit.max_rows
             elif isinstance(limit, spark_api.ReadMaxBytes):
                 max_bytes = limit.max_bytes
+        if self.config.drain_in_one_batch and not self._available_now:
+            self._drain_once()
+            max_rows = max_bytes = None
         nxt = self.planner.next_offset(offset, max_rows, max_bytes)
         if nxt is offset:
             return start if start is not None else offset.to_json()
         return self._see(nxt).to_json()
+
+    def _drain_once(self) -> None:
+        """drainInOneBatch: the run's one batch reads every shard to the moment it is planned, in
+        chunks (see `executor.drain`). Spark asks a run for one batch under trigger(once=True), and
+        under trigger(availableNow=True) on PySpark 4.0/4.1 for a source without
+        SupportsTriggerAvailableNow (it runs one batch and stops): a second request means the trigger
+        runs batches on, where draining everything in every batch is not what the options asked for."""
+        if self._drained:
+            from ..errors import OptionError
+
+            raise OptionError(
+                "drainInOneBatch",
+                "Spark asked this run for a second batch, so the query's trigger is neither "
+                "trigger(once=True) nor (PySpark 4.0/4.1) trigger(availableNow=True)",
+                "Remove drainInOneBatch from a query that runs on (processingTime or the default trigger); "
+                "its batches are bounded by maxRecordsPerBatch/maxBytesPerBatch and the per-shard limits.",
+            )
+        from .driver.discovery import now_ms
+
+        self._drained = True
+        self.planner.cutoff_ms = now_ms()
+        self.planner.drain = True
 
     def reportLatestOffset(self) -> dict | None:
         """Lag per stream, shown as `sources[].latestOffset` in the query's progress (see `driver.lag`)."""
@@ -150,6 +184,7 @@ if spark_api.ADMISSION_CONTROL:
         def prepareForTriggerAvailableNow(self) -> None:
             from .driver.discovery import now_ms
 
+            self._available_now = True  # reads in bounded batches: drainInOneBatch does not apply
             self.planner.cutoff_ms = now_ms()
 
 

@@ -68,7 +68,9 @@ def plan_tasks(
             for stream, sid in kept
             for state in (offset.state((stream, sid)),)
         )
-        plans.append(TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms, relay_key))
+        plans.append(
+            TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms, relay_key, offset.drain)
+        )
     return plans
 
 
@@ -88,7 +90,8 @@ class Planner:
         self.sleep: Callable[[float], None] = time.sleep  # between listings retried (tests replace it)
         self.discovery = ShardDiscovery(config, proxy_factory, clock)
         self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
-        self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow
+        self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow, and by drainInOneBatch
+        self.drain = False  # drainInOneBatch: batches planned read every shard to the cutoff (one batch)
         # Where each shard's last read kept its continuation (`ShardEnd.holder`): handed to the next
         # batch's tasks (`plan_tasks`). A hint held in memory: after a restart reads subscribe anew.
         self.holders: dict[ShardRef, str] = {}
@@ -338,6 +341,7 @@ class Planner:
             batch=start.batch + 1,
             streams=streams,
             cutoff_ms=self.cutoff_ms,
+            drain=self.drain,
             created=self._created(
                 streams, {k: v for k, v in start.created.items() if k not in self._recreated}
             ),

@@ -44,14 +44,7 @@ def _fetch_all(
     gives each shard a fair share of maxFetchTimeMs, measured from when its read starts: with more
     shards than threads, later shards would otherwise start after the time was spent and read
     nothing, batch after batch. A replay reads each shard to its recorded end."""
-    proxies: dict[str, KinesisProxy] = {}
-    for piece in plan.shards:
-        spec = config.stream(piece.stream)
-        if spec is None:
-            raise CheckpointMismatchError(
-                f"Batch {plan.batch} reads stream {piece.stream}, which the options no longer name."
-            )
-        proxies.setdefault(piece.stream, KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS))
+    proxies = _proxies(config, plan)
     waves = math.ceil(len(plan.shards) / MAX_THREADS)
     share_s = config.max_fetch_time_ms / 1000.0 / max(1, waves)
 
@@ -94,12 +87,32 @@ def _fetch_all(
     return {p.ref: result for p, result in zip(plan.shards, results, strict=True)}
 
 
-def _same_read(a: ShardEnd, b: ShardEnd) -> bool:
+def _proxies(config: SourceConfig, plan: TaskPlan) -> dict[str, KinesisProxy]:
+    """The Kinesis API of each stream the task reads."""
+    proxies: dict[str, KinesisProxy] = {}
+    for piece in plan.shards:
+        spec = config.stream(piece.stream)
+        if spec is None:
+            raise CheckpointMismatchError(
+                f"Batch {plan.batch} reads stream {piece.stream}, which the options no longer name."
+            )
+        proxies.setdefault(piece.stream, KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS))
+    return proxies
+
+
+def same_read(a: ShardEnd, b: ShardEnd) -> bool:
+    """Two reads of a shard that emit the same rows: the same end, first record and count."""
     return a.end == b.end and a.first == b.first and a.records == b.records
 
 
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     """Run one task of a batch under the protocol above and yield its rows."""
+    if plan.drain:  # drainInOneBatch: the same protocol, each shard read in chunks spilled to disk
+        from .drain import read_drained
+
+        for batch in read_drained(config, plan, _proxies(config, plan)):
+            yield _rows(batch, config)
+        return
     log = BatchEndLog.open(config.metadata_path or "", config.metadata_storage_options)
     starts = {piece.ref: piece.start for piece in plan.shards}
     record = log.read(plan.token, plan.batch, plan.task)
@@ -122,7 +135,7 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
             # read differently are read again to the winner's end, with the winner's first record and
             # count checked (data may have aged out between the two attempts).
             log.check(winner, starts)
-            again = {p.ref for p in plan.shards if not _same_read(winner.shards[p.ref], mine.shards[p.ref])}
+            again = {p.ref for p in plan.shards if not same_read(winner.shards[p.ref], mine.shards[p.ref])}
             if again:
                 redo = replace(plan, shards=tuple(p for p in plan.shards if p.ref in again))
                 results.update(_fetch_all(config, redo, winner.shards))

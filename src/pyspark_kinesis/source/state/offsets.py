@@ -121,6 +121,8 @@ class SourceOffset:
     batch: int
     streams: dict[str, dict[str, ShardState]]  # stream ARN -> shard id -> state
     cutoff_ms: int | None = None  # Trigger.AvailableNow: read records that arrived up to here
+    # drainInOneBatch: every shard is read to the cutoff in this one batch, in chunks (see `executor.drain`)
+    drain: bool = False
     # Stream ARN -> its creation time when its positions were first taken: a stream deleted and
     # re-created under the same name has the same ARN, and these positions do not apply to it.
     created: dict[str, int] = field(default_factory=dict)
@@ -150,6 +152,8 @@ class SourceOffset:
         }
         if self.cutoff_ms is not None:
             data["cut"] = self.cutoff_ms
+        if self.drain:
+            data["drain"] = True
         if self.created:
             data["created"] = dict(sorted(self.created.items()))
         return data
@@ -171,6 +175,7 @@ class SourceOffset:
             batch=int(data["batch"]),
             streams=streams,
             cutoff_ms=data.get("cut"),
+            drain=bool(data.get("drain", False)),
             created={str(k): int(v) for k, v in data.get("created", {}).items()},
         )
 
@@ -196,6 +201,9 @@ class ShardEnd:
     # (enhanced fan-out: `host:port@ms`, the holding agent's relay address and when its subscription was
     # opened, see `agent.relay` and `agent.hub.Spacing`). A hint, never a position.
     holder: str = ""
+    # drainInOneBatch: the chunks the shard was read in, each bounded like a batch's read of one shard,
+    # in order (this end sums them up). A replay reads them one by one, each to its own recorded end.
+    chunks: tuple[ShardEnd, ...] = ()
 
     @staticmethod
     def not_run(start: Position) -> ShardEnd:
@@ -216,6 +224,7 @@ class ShardEnd:
             **({"fs": self.first[0], "fb": self.first[1]} if self.first is not None else {}),
             **({"unrun": True} if self.unrun else {}),
             **({"h": self.holder} if self.holder else {}),
+            **({"chunks": [c.to_json() for c in self.chunks]} if self.chunks else {}),
         }
 
     @staticmethod
@@ -233,6 +242,7 @@ class ShardEnd:
             first=(str(data["fs"]), int(data.get("fb", 0))) if "fs" in data else None,
             unrun=bool(data.get("unrun", False)),
             holder=str(data.get("h", "")),
+            chunks=tuple(ShardEnd.from_json(c) for c in data.get("chunks", ())),
         )
 
 
@@ -295,6 +305,7 @@ class TaskPlan:
     shards: tuple[ShardSlice, ...]
     cutoff_ms: int | None
     relay_key: bytes = b""  # the query run's key for reads of continuations other executors keep
+    drain: bool = False  # drainInOneBatch: read every shard to the cutoff, in chunks (`executor.drain`)
 
 
 @dataclass(frozen=True)
