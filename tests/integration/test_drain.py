@@ -93,6 +93,7 @@ def test_a_trigger_that_runs_on_fails_at_its_second_batch_naming_the_option(spar
     assert "Kinesis option 'drainInOneBatch'" in text and "second batch" in text, text[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["before-record", "after-record"])
 def test_a_task_failing_its_first_attempt_replays_its_chunks(kinesalite, tmp_path, step):
     kin = client(kinesalite.endpoint)
@@ -109,6 +110,7 @@ def test_a_task_failing_its_first_attempt_replays_its_chunks(kinesalite, tmp_pat
     assert {r["batch"] for r in rows} == {0} and chunked_shards(tmp_path / "meta") == 2
 
 
+@pytest.mark.slow
 def test_driver_killed_mid_batch_then_restarted_replays_the_drained_batch(kinesalite, tmp_path):
     """The driver is killed once the drained batch's tasks recorded their ends (the rows are being
     written); the restarted run replays that batch from its recorded chunks, and the next brings nothing."""
