@@ -174,6 +174,10 @@ def test_a_spill_lives_in_sparks_local_dir_and_is_removed_when_closed(tmp_path, 
 
 def test_drain_in_one_batch_is_a_streaming_option():
     from pyspark_kinesis.errors import OptionError
+    from pyspark_kinesis.source.options import refuse_fan_out_for_batch_reads
 
+    config = parse_options(
+        {"streamName": "s", "region": "eu-west-1", "drainInOneBatch": "true"}, streaming=False
+    )
     with pytest.raises(OptionError, match="'drainInOneBatch': applies to streaming reads only"):
-        parse_options({"streamName": "s", "region": "eu-west-1", "drainInOneBatch": "true"}, streaming=False)
+        refuse_fan_out_for_batch_reads(config)

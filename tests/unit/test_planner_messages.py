@@ -27,9 +27,12 @@ def logged(offset: SourceOffset) -> SourceOffset:
 
 def test_the_start_of_a_query_is_one_line_per_stream(caplog):
     h = one_stream()
+    planner = h.planner()
     with caplog.at_level(logging.INFO, logger=planner_module.__name__):
-        start = h.planner().initial_offset()
-    assert caplog.messages == [
+        start = planner.initial_offset()
+        assert caplog.messages == []  # said when the query starts: its first batch is planned
+        planner.next_offset(start, None, None)
+    assert caplog.messages[:1] == [
         f"Kinesis source starts query {start.token}: stream 'a' in region 'us-east-1' ({A}), 2 shards from "
         "TRIM_HORIZON"
     ]
@@ -39,8 +42,9 @@ def test_the_start_line_counts_the_shards_the_options_name(caplog):
     named = json.dumps({"shardId-000000000000": "AFTER_SEQUENCE_NUMBER:5", "default": "TRIM_HORIZON"})
     kinesis = FakeKinesis({A: [shard("shardId-000000000000"), shard("shardId-000000000001")]})
     h = Harness(config("a", startingPosition=named), kinesis, Clock())
+    planner = h.planner()
     with caplog.at_level(logging.INFO, logger=planner_module.__name__):
-        h.planner().initial_offset()
+        planner.next_offset(planner.initial_offset(), None, None)
     assert caplog.messages[0].endswith(f"({A}), 2 shards from TRIM_HORIZON (1 shards named)")
 
 

@@ -90,23 +90,48 @@ def test_records_live_until_spark_commits_their_batch():
     assert [f for f in folders if f.startswith("batch-")] == [batch_folder(token, b)[33:] for b in (2, 3)]
 
 
+def start(h: Harness) -> SourceOffset:
+    """A new query's run: its first batch planned (its token claimed, its live record fresh)."""
+    planner = h.planner()
+    first = planner.initial_offset()
+    planner.next_offset(first, None, None)
+    return first
+
+
 def test_a_second_query_on_a_metadata_path_in_use_is_refused():
     h = one_stream()
-    h.planner().initial_offset()  # a query runs: its live record is fresh
+    start(h)  # a query runs: its live record is fresh
+    other = h.planner()
+    begun = other.initial_offset()  # asked for, nothing claimed yet (see the restart below)
     with pytest.raises(CheckpointMismatchError, match="in use by another running query"):
-        h.planner().initial_offset()  # another query (a new token) on the same metadataPath
+        other.next_offset(begun, None, None)  # another query (a new token) on the same metadataPath
+
+
+def test_a_restart_inside_the_first_batch_runs_it_again_under_its_own_token():
+    """Killed while batch 0 ran (its live record fresh), then restarted at once: Spark asks for the
+    initial offset to run logged batch 0 again; the restart is the logged query, not a new one."""
+    h = one_stream()
+    planner = h.planner()
+    batch0 = planner.next_offset(planner.initial_offset(), None, None)
+    restarted = h.planner()
+    again = restarted.initial_offset()  # no new query claims metadataPath here
+    restarted.check_replay(logged(batch0))  # Spark's partitions(initial, batch 0): the logged query's
+    h.run(batch0)
+    batch1 = restarted.next_offset(logged(batch0), None, None)
+    assert batch1.token == batch0.token and again.token != batch0.token
+    assert h.store.list_folders("") == [batch0.token]  # no second query's records beside it
 
 
 def test_a_query_gone_for_longer_than_the_live_window_leaves_the_metadata_path_free():
     h = one_stream()
-    first = h.planner().initial_offset()
+    first = start(h)
     log = BatchEndLog(h.store, "mem://")
     (beat,) = h.store.list_records(f"{first.token}/live")
     h.store.delete(f"{first.token}/live/{beat}")
     old = int(time.time() * 1000 - LIVE_FOR_S * 1000 - 1000)
     h.store.put_if_absent(f"{first.token}/live/{old:015d}.json", b"{}")
     log.check_alone("another-token")
-    h.planner().initial_offset()  # starts
+    start(h)  # starts
 
 
 def test_an_identity_record_removed_by_an_expiry_rule_is_written_again():

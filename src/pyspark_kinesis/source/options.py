@@ -168,12 +168,6 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
             "applies to batch reads only",
             "Remove it, or use spark.read for a bounded backfill.",
         )
-    if "drainInOneBatch" in opts and not streaming:
-        raise OptionError(
-            "drainInOneBatch",
-            "applies to streaming reads only (a batch read reads every shard to endingPosition anyway)",
-            "Remove it from spark.read.",
-        )
     metadata_path = (opts.get("metadataPath") or "").strip() or None
     if streaming and metadata_path is None:
         raise OptionError(
@@ -217,9 +211,15 @@ def _consumer_type(opts: Mapping[str, str]) -> str:
 
 
 def refuse_fan_out_for_batch_reads(config: SourceConfig) -> None:
-    """A bounded read (spark.read) reads with GetRecords; consumerType=efo there is a mistake to
-    name, not to ignore. (Spark asks a source for its schema before it says whether the read is a
-    stream, so this is checked when the batch reader is made.)"""
+    """A bounded read (spark.read) reads with GetRecords, every shard to endingPosition: consumerType=efo
+    and drainInOneBatch there are mistakes to name, not to ignore. (Spark asks a source for its schema
+    before it says whether the read is a stream, so this is checked when the batch reader is made.)"""
+    if config.drain_in_one_batch:
+        raise OptionError(
+            "drainInOneBatch",
+            "applies to streaming reads only (a batch read reads every shard to endingPosition anyway)",
+            "Remove it from spark.read.",
+        )
     if config.fan_out:
         raise OptionError(
             "consumerType",

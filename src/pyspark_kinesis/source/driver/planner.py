@@ -47,11 +47,8 @@ def plan_tasks(
         if len(kept) < len(refs):
             # A batch logged before a restart that removed streams: the removed ones cannot be read;
             # they leave the query here, as from the next batch on.
-            log.warning(
-                "Batch %d: skipping shards of streams no longer in the options, or re-created: %s",
-                offset.batch,
-                ", ".join(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept})),
-            )
+            gone_now = ", ".join(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept}))
+            log.warning("Batch %d: skipping shards of streams no longer in the options, or re-created: %s", offset.batch, gone_now)  # fmt: skip
         if not kept:
             continue
         slices = tuple(
@@ -108,27 +105,30 @@ class Planner:
 
     # -- start of a new query --------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
-        """Computed once per run: Spark may ask more than once, and every answer must be the same."""
+        """Computed once per run (Spark may ask again; every answer must be the same). Its token is
+        claimed only once a batch is planned from it (`_begin`): Spark asks for it too when it runs a
+        logged first batch again after a restart, a batch of the logged token's query."""
         if self._initial is None:
             streams = {spec.key: self.discovery.initial_states(spec.key) for spec in self.config.streams}
-            token = uuid.uuid4().hex
-            self._claim(token)
-            self.log.start_query(token, sorted(streams))
-            for spec in self.config.streams:
-                log.info(
-                    "Kinesis source starts query %s: %s (%s), %d shards from %s",
-                    token,
-                    spec.describe(),
-                    spec.key,
-                    len(streams[spec.key]),
-                    spec.starting_position.describe()
-                    + (f" ({len(spec.shard_starts)} shards named)" if spec.shard_starts else ""),
-                )
-            self._checked_tokens.add(token)
             self._initial = SourceOffset(
-                token=token, batch=-1, streams=streams, created=self._created(streams, {})
+                token=uuid.uuid4().hex, batch=-1, streams=streams, created=self._created(streams, {})
             )
         return self._initial
+
+    def _begin(self, start: SourceOffset) -> None:
+        """A batch is planned from this run's initial offset: the new query starts."""
+        token = start.token
+        if self._initial is None or token != self._initial.token or token in self._checked_tokens:
+            return
+        self._claim(token)
+        self.log.start_query(token, sorted(start.streams))
+        for spec in self.config.streams:
+            named = f" ({len(spec.shard_starts)} shards named)" if spec.shard_starts else ""
+            log.info(
+                "Kinesis source starts query %s: %s (%s), %d shards from %s%s", token, spec.describe(),
+                spec.key, len(start.streams.get(spec.key, {})), spec.starting_position.describe(), named,
+            )  # fmt: skip
+        self._checked_tokens.add(token)
 
     # -- checks that the checkpoint and the records belong together ------------------------------
     def check_offset(self, offset: SourceOffset) -> None:
@@ -300,6 +300,7 @@ class Planner:
         """The offset of the next batch, or `start` itself when there is nothing to read now. A batch
         planned before (under asynchronous progress tracking Spark plans again from an older durable
         offset after a crash) gets the offset it was planned with."""
+        self._begin(start)
         self.check_offset(start)
         self._recreated = set(recreated_streams(start, self.config))
         ends = self.recorded_ends(start)

@@ -231,5 +231,5 @@ def read_drained(
         for piece in plan.shards:
             yield from spills[piece.ref].batches()
     finally:
-        for spill in spills.values():
+        for spill in list(spills.values()):
             spill.close()
