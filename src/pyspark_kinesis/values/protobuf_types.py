@@ -288,11 +288,6 @@ def converter(descriptor: Any) -> Converter:
     return found
 
 
-def to_python(message: Any) -> dict[str, Any]:
-    """A parsed message as the values of its Spark struct (null where a field with presence is unset)."""
-    return converter(message.DESCRIPTOR)(message)
-
-
 def message_index(body: bytes) -> tuple[int, int]:
     """The registry's message index in front of a body, and where the message's bytes start."""
     index, shift, at = 0, 0, 0

@@ -30,14 +30,12 @@ import pyarrow as pa
 from ...aws.kinesis import KinesisProxy
 from ...model import Position, ShardRef
 from ..options import SourceConfig
-from ..state.batch_log import BatchEndLog
-from ..state.offsets import ShardEnd, ShardSlice, TaskEnd, TaskPlan
-from . import faults
+from ..state.offsets import ShardEnd, ShardSlice, TaskPlan
 from .columns import Columns
 from .cutting import ShardLimits
 from .pages import PageSource, ReadContext
 from .shard_read import ReadStuckError, ShardRead
-from .task import MAX_THREADS, same_read
+from .task import MAX_THREADS, record_first
 
 MAX_CHUNKS = 1_000_000  # chunks per shard at most (each bounded in records, bytes and time)
 
@@ -205,29 +203,11 @@ def read_drained(
 ) -> Iterator[pa.RecordBatch]:
     """A drained batch's task under the protocol of `task` (record first, rows after), its rows
     streamed from the spills. Rows as Arrow batches of the source's columns, before value decoding."""
-    log = BatchEndLog.open(config.metadata_path or "", config.metadata_storage_options)
-    starts = {piece.ref: piece.start for piece in plan.shards}
-    drain = Drain(config, plan, proxies, pages)
     spills: dict[ShardRef, Spill] = {}
     try:
-        record = log.read(plan.token, plan.batch, plan.task)
-        if record is not None:
-            log.check(record, starts)
-            drain.run(record.shards, spills)
-        else:
-            mine = TaskEnd(token=plan.token, batch=plan.batch, task=plan.task, shards=drain.run(None, spills))
-            faults.maybe_fail("before-record")
-            winner = log.write(mine)
-            if winner is not mine:
-                # Another attempt recorded first: its chunks are read again where this one differs.
-                log.check(winner, starts)
-                again = {
-                    p.ref for p in plan.shards if not same_read(winner.shards[p.ref], mine.shards[p.ref])
-                }
-                if again:
-                    redo = replace(plan, shards=tuple(p for p in plan.shards if p.ref in again))
-                    Drain(config, redo, proxies, pages).run(winner.shards, spills)
-            faults.maybe_fail("after-record")
+        record_first(
+            config, plan, lambda part, expect: Drain(config, part, proxies, pages).run(expect, spills)
+        )
         for piece in plan.shards:
             yield from spills[piece.ref].batches()
     finally:

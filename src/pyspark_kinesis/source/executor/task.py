@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -105,6 +105,35 @@ def same_read(a: ShardEnd, b: ShardEnd) -> bool:
     return a.end == b.end and a.first == b.first and a.records == b.records
 
 
+ReadShards = Callable[[TaskPlan, Mapping[ShardRef, ShardEnd] | None], dict[ShardRef, ShardEnd]]
+
+
+def record_first(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None:
+    """The protocol above, whatever keeps the rows until they leave: `read(plan, expect)` reads the
+    plan's shards (a first attempt when `expect` is None, else each to its recorded end), keeps their
+    rows aside (a shard read again replaces its rows) and returns where each shard ended."""
+    log = BatchEndLog.open(config.metadata_path or "", config.metadata_storage_options)
+    starts = {piece.ref: piece.start for piece in plan.shards}
+    record = log.read(plan.token, plan.batch, plan.task)
+    if record is not None:
+        log.check(record, starts)
+        read(plan, record.shards)
+        return
+    mine = TaskEnd(token=plan.token, batch=plan.batch, task=plan.task, shards=read(plan, None))
+    faults.maybe_fail("before-record")
+    winner = log.write(mine)
+    if winner is not mine:
+        # Another attempt (a retry, a speculative copy, or the driver closing a task it took for
+        # one that never ran) recorded first: emit exactly what it recorded. Shards this attempt
+        # read differently are read again to the winner's end, with the winner's first record and
+        # count checked (data may have aged out between the two attempts).
+        log.check(winner, starts)
+        again = {p.ref for p in plan.shards if not same_read(winner.shards[p.ref], mine.shards[p.ref])}
+        if again:
+            read(replace(plan, shards=tuple(p for p in plan.shards if p.ref in again)), winner.shards)
+    faults.maybe_fail("after-record")
+
+
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     """Run one task of a batch under the protocol above and yield its rows."""
     if plan.drain:  # drainInOneBatch: the same protocol, each shard read in chunks spilled to disk
@@ -113,33 +142,14 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
         for batch in read_drained(config, plan, _proxies(config, plan)):
             yield _rows(batch, config)
         return
-    log = BatchEndLog.open(config.metadata_path or "", config.metadata_storage_options)
-    starts = {piece.ref: piece.start for piece in plan.shards}
-    record = log.read(plan.token, plan.batch, plan.task)
-    if record is not None:
-        log.check(record, starts)
-        results = _fetch_all(config, plan, record.shards)
-    else:
-        results = _fetch_all(config, plan, None)
-        mine = TaskEnd(
-            token=plan.token,
-            batch=plan.batch,
-            task=plan.task,
-            shards={ref: end for ref, (_cols, end) in results.items()},
-        )
-        faults.maybe_fail("before-record")
-        winner = log.write(mine)
-        if winner is not mine:
-            # Another attempt (a retry, a speculative copy, or the driver closing a task it took for
-            # one that never ran) recorded first: emit exactly what it recorded. Shards this attempt
-            # read differently are read again to the winner's end, with the winner's first record and
-            # count checked (data may have aged out between the two attempts).
-            log.check(winner, starts)
-            again = {p.ref for p in plan.shards if not same_read(winner.shards[p.ref], mine.shards[p.ref])}
-            if again:
-                redo = replace(plan, shards=tuple(p for p in plan.shards if p.ref in again))
-                results.update(_fetch_all(config, redo, winner.shards))
-        faults.maybe_fail("after-record")
+    results: dict[ShardRef, tuple[Columns, ShardEnd]] = {}
+
+    def read(part: TaskPlan, expect: Mapping[ShardRef, ShardEnd] | None) -> dict[ShardRef, ShardEnd]:
+        fetched = _fetch_all(config, part, expect)
+        results.update(fetched)
+        return {ref: end for ref, (_cols, end) in fetched.items()}
+
+    record_first(config, plan, read)
     for piece in plan.shards:
         cols, _end = results[piece.ref]
         if len(cols):
