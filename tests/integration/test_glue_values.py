@@ -393,3 +393,78 @@ def test_protobuf_records_of_two_versions_read_as_typed_columns(spark, kinesalit
     assert decoded == [(n, f"i{n}", None if n < 10 else n) for n in range(20)]
     (refused,) = [r for r in sink.rows if r["valueError"] is not None]
     assert "the record is a shop.Note, and the reader's message is shop.Order" in refused["valueError"]
+
+
+def test_the_sink_writes_protobuf_records_the_runtime_and_the_source_read_back(spark, kinesalite, local_s3):
+    """valueFormat=glue on write with a Protobuf version: each record is the registry's header, the
+    message's index and the message (parsed here by the protobuf runtime alone); the source reads them
+    back; a row the message does not take fails the write naming the value."""
+    from google.protobuf import message_factory
+
+    from pyspark_kinesis.values.protobuf_types import compile_proto
+
+    proto = (
+        'syntax = "proto3";\npackage shop;\nmessage Note { string text = 1; }\n'
+        "message Order { enum State { NEW = 0; PAID = 1; } int64 id = 1; string item = 2; State state = 3; "
+        "repeated string tags = 4; }\n"
+    )
+    glue = boto3.client("glue", region_name="us-east-1", endpoint_url=local_s3.endpoint)
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    glue.create_registry(RegistryName=name)
+    version = glue.create_schema(
+        RegistryId={"RegistryName": name},
+        SchemaName="orders",
+        DataFormat="PROTOBUF",
+        Compatibility="BACKWARD",
+        SchemaDefinition=proto,
+    )["SchemaVersionId"]
+    kin = client(kinesalite.endpoint)
+    stream = new_stream(kin, shards=2)
+
+    def write(df):
+        (
+            df.write.format("kinesis")
+            .mode("append")
+            .options(streamName=stream, region="us-east-1", endpointUrl=kinesalite.endpoint)
+            .options(valueFormat="glue", schemaRegistryName=name, schemaName="orders")
+            .options(schemaRegistryEndpointUrl=local_s3.endpoint, protobufMessageName="Order")
+            .save()
+        )
+
+    rows = [(n, f"i{n}", "PAID" if n % 2 else "NEW", [f"t{n}"] * (n % 3)) for n in range(20)]
+    write(
+        spark.createDataFrame(rows, "id long, item string, state string, tags array<string>").selectExpr(
+            "struct(id, item, state, tags) AS value", "cast(id AS string) AS partitionKey"
+        )
+    )
+    order = message_factory.GetMessageClass(compile_proto(proto).pool.FindMessageTypeByName("shop.Order"))
+    parsed = []
+    for shard in kin.list_shards(StreamName=stream)["Shards"]:
+        it = kin.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )
+        for record in kin.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]:
+            data = record["Data"]
+            assert data[:2] == bytes([3, 0]) and str(uuid.UUID(bytes=data[2:18])) == version
+            assert data[18] == 1  # shop.Order, after shop.Note
+            message = order.FromString(data[19:])
+            parsed.append((message.id, message.item, message.state, list(message.tags)))
+    assert sorted(parsed) == [(n, i, 1 if s == "PAID" else 0, t) for n, i, s, t in rows]
+    read = glue_batch_read(
+        spark,
+        kinesalite.endpoint,
+        stream,
+        local_s3.endpoint,
+        schemaRegistryName=name,
+        schemaName="orders",
+        protobufMessageName="Order",
+    )
+    back = sorted(
+        (r["value"]["id"], r["value"]["item"], r["value"]["state"], list(r["value"]["tags"]))
+        for r in read.collect()
+    )
+    assert back == sorted(rows)
+    with pytest.raises(Exception) as caught:
+        write(spark.createDataFrame([(1, "x", "LOST", [])], "id long, item string, state string, tags array<string>")
+              .selectExpr("struct(id, item, state, tags) AS value"))  # fmt: skip
+    assert "'LOST' is not a value of shop.Order.State" in str(caught.value)

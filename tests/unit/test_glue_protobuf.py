@@ -168,3 +168,58 @@ def test_the_message_index_is_a_varint():
     assert protobuf_types.message_index(bytes([0x81, 0x01, 0xAA])) == (129, 2)
     with pytest.raises(ValueError, match="message index"):
         protobuf_types.message_index(b"\x80")
+
+
+# -- the sink's side ---------------------------------------------------------------------------------
+def test_the_protobuf_encoder_writes_what_the_runtime_and_both_versions_read_back():
+    from pyspark_kinesis.values.glue_encode import encoder
+
+    writer = encoder("PROTOBUF", V2, V2_ID, message="Order")
+    assert writer.field_names[:3] == ["id", "item", "state"] and "channel" in writer.field_names
+    at = datetime.datetime(2026, 11, 25, 10, 0, 1, 500000, tzinfo=datetime.UTC)
+    value = {
+        "id": 7,
+        "item": "pen",
+        "state": "PAID",
+        "lines": [{"sku": "a", "qty": 2}],
+        "counts": [("x", 3)],
+        "states": [(decimal.Decimal(2**64 - 2), "NEW")],
+        "at": at,
+        "note": None,
+        "big": decimal.Decimal(2**64 - 1),
+        "channel": "web",
+    }
+    payload = writer.encode(value)
+    assert payload[:2] == bytes([3, 0]) and str(uuid.UUID(bytes=payload[2:18])) == V2_ID
+    assert payload[18] == 1  # shop.Order's index among the .proto's messages
+    parsed = message_class(V2, "shop.Order").FromString(payload[19:])  # the runtime alone
+    assert (parsed.id, parsed.item, parsed.state, parsed.channel, parsed.big) == (
+        7,
+        "pen",
+        1,
+        "web",
+        2**64 - 1,
+    )
+    assert parsed.lines[0].qty == 2 and dict(parsed.counts) == {"x": 3} and not parsed.HasField("note")
+    assert parsed.at.ToDatetime(tzinfo=datetime.UTC) == at
+    data = pa.array([payload], type=pa.binary())
+    (newer,) = decoder(V2_ID, message="Order").decode(data, where).values.to_pylist()
+    assert {k: newer[k] for k in value} == value
+    (older,) = decoder(V1_ID, message="Order").decode(data, where).values.to_pylist()
+    assert older["id"] == 7 and older["state"] == "PAID" and "channel" not in older
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ({"id": "seven"}, "TypeError"),
+        ({"state": "LOST"}, "state: 'LOST' is not a value of shop.Order.State"),
+        ({"lines": [{"sku": 5}]}, "TypeError"),
+    ],
+)
+def test_the_protobuf_encoder_refuses_a_value_the_message_does_not_take(value, words):
+    from pyspark_kinesis.values.glue_encode import ValueDoesNotFit, encoder
+
+    with pytest.raises(ValueDoesNotFit) as caught:
+        encoder("PROTOBUF", V1, V1_ID, message="Order").encode(value)
+    assert words in str(caught.value)

@@ -40,7 +40,7 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "valueFormat": (
         "raw",
         "raw (the payload from column data) | glue (column value, a struct, encoded with a registered "
-        "Avro or JSON Schema version and framed as the AWS Glue Schema Registry's serializers frame records).",
+        "Avro, JSON Schema or Protobuf version and framed as the AWS Glue Schema Registry's serializers frame records).",
     ),
     "schemaRegistryName": (
         "(none)",
@@ -50,6 +50,10 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
     "schemaVersionNumber": ("(the latest)", "glue: the version of schemaName to write with."),
     "schemaVersionId": ("(none)", "glue: the schema version (a UUID) to write with, instead of a name."),
     "schemaRegistryEndpointUrl": ("(AWS's)", "glue: the Glue API endpoint (tests, VPC endpoints)."),
+    "protobufMessageName": (
+        "(the first declared)",
+        "glue, Protobuf schemas: the message of the .proto to write (its full name or its name).",
+    ),
 }
 
 

@@ -106,15 +106,15 @@ def check_value_schema(schema: StructType, config: SinkConfig) -> None:
         )
 
 
-_ENCODERS: dict[tuple[str, str], GlueEncoder] = {}  # per process: (version id, definition) -> encoder
+_ENCODERS: dict[tuple[str, str, str | None], GlueEncoder] = {}  # per process: (version, definition, message)
 
 
 def _encoder(config: SinkConfig) -> GlueEncoder:
     value = config.value
     assert value.reader_definition is not None and value.version_id is not None, "looked up at query start"
-    key = (value.version_id, value.reader_definition)
+    key = (value.version_id, value.reader_definition, value.message)
     if key not in _ENCODERS:
-        _ENCODERS[key] = encoder(value.data_format, value.reader_definition, value.version_id)
+        _ENCODERS[key] = encoder(value.data_format, value.reader_definition, value.version_id, value.message)
     return _ENCODERS[key]
 
 
@@ -132,7 +132,7 @@ def with_schema_version(config: SinkConfig) -> SinkConfig:
             option,
             f"{ref.describe()} is a {found.data_format} schema; the sink writes "
             f"{' and '.join(sorted(ENCODERS))} schemas only",
-            "Name an Avro or JSON schema version, or write bytes you encoded yourself with valueFormat=raw.",
+            "Name an Avro, JSON or Protobuf schema version, or write bytes you encoded yourself with valueFormat=raw.",
         )
     resolved = replace(
         config,
