@@ -112,7 +112,13 @@ class LocalKinesis:
                 )
             env.update(self.extra_env)
             return ["node", str(package / "main.js")], env
+        # kinesalite throws on a request its client aborted mid-body (an executor killed while it sent a
+        # call): uncaught, that ends the whole server. Such an error ends that request only, as it would
+        # on Kinesis; any other uncaught error still ends the server.
         script = (
+            "process.on('uncaughtException', function (err) { if (err && err.code === 'ECONNRESET') {"
+            " console.error('kinesalite: a client aborted a request (' + err.message + ')'); return; }"
+            " console.error(err); process.exit(1); });"
             "require('kinesalite')({shardLimit: 1000, createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0"
             + (f", path: {self.persist_dir!r}" if self.persist_dir else "")
             + f"}}).listen({self.port}, '127.0.0.1', function (err) {{ if (err) throw err; }})"

@@ -1,0 +1,28 @@
+"""The local Kinesis servers the tests and the demo run: a request its client aborts mid-body (an
+executor killed while it sent a call) ends that request, not the server (kinesalite threw it uncaught)."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from pyspark_kinesis.cli.local_kinesis import LocalKinesis
+from tests.helpers import client
+
+pytestmark = pytest.mark.kinesis
+
+
+def test_kinesalite_survives_a_request_aborted_mid_body():
+    with LocalKinesis("kinesalite") as server:
+        host, port = server.endpoint.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(
+                b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-amz-json-1.1\r\n"
+                b'X-Amz-Target: Kinesis_20131202.ListStreams\r\nContent-Length: 1000\r\n\r\n{"Lim'
+            )
+            time.sleep(0.2)
+        time.sleep(0.5)
+        assert server.process is not None and server.process.poll() is None, "kinesalite exited"
+        assert "StreamNames" in client(server.endpoint).list_streams()
