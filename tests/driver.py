@@ -124,3 +124,15 @@ def config(endpoint: str, stream: str, tmp: Path, **extra) -> dict:
     }
     cfg.update(extra)
     return cfg
+
+
+def wait_while_running(condition, timeout_s: float, what: str, process: subprocess.Popen) -> None:
+    """Wait until `condition()` holds, failing if the driver `process` ends first or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the driver ended while waiting for {what} (exit {process.returncode})")
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")

@@ -15,21 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.driver import config, durable_offsets, output_rows, ran_batches, start_driver
+from tests.driver import config, durable_offsets, output_rows, ran_batches, start_driver, wait_while_running
 from tests.helpers import client, new_stream, put
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.slow]
-
-
-def _wait(condition, timeout_s: float, what: str, process) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the driver ended while waiting for {what} (exit {process.returncode})")
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def test_a_query_with_async_progress_tracking_survives_a_crash_and_loses_nothing(kinesis_local, tmp_path):
@@ -46,7 +35,7 @@ def test_a_query_with_async_progress_tracking_survives_a_crash_and_loses_nothing
     driver = start_driver(cfg)
     try:
         # Several batches run past the last durable offset before the crash.
-        _wait(
+        wait_while_running(
             lambda: (
                 len(ran_batches(out)) >= 4
                 and max(ran_batches(out)) > max(durable_offsets(cp), default=-1) + 1
@@ -61,7 +50,9 @@ def test_a_query_with_async_progress_tracking_survives_a_crash_and_loses_nothing
         assert ran > durable + 1, (ran, durable)
 
         driver = start_driver(cfg)  # Spark plans again from batch `durable`
-        _wait(lambda: sum(1 for _ in output_rows(out)) >= len(expected), 180, "every record", driver)
+        wait_while_running(
+            lambda: sum(1 for _ in output_rows(out)) >= len(expected), 180, "every record", driver
+        )
         time.sleep(2)  # a batch planned again and still running would show up as a duplicate or a gap
     finally:
         if driver.poll() is None:

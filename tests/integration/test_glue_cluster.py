@@ -13,22 +13,11 @@ from collections import Counter
 
 import pytest
 
-from tests.driver import config, durable_offsets, output_rows, ran_batches, start_driver
+from tests.driver import config, durable_offsets, output_rows, ran_batches, start_driver, wait_while_running
 from tests.helpers import client, new_stream
 from tests.integration.test_glue_values import V1, V2, framed, registry  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.slow]
-
-
-def _wait(condition, timeout_s: float, what: str, process) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the driver ended while waiting for {what} (exit {process.returncode})")
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def test_glue_values_on_two_executors_under_async_progress_survive_a_driver_kill(
@@ -69,7 +58,7 @@ def test_glue_values_on_two_executors_under_async_progress_survive_a_driver_kill
     out, cp = tmp_path / "out", tmp_path / "cp"
     driver = start_driver(cfg)
     try:
-        _wait(
+        wait_while_running(
             lambda: (
                 len(ran_batches(out)) >= 3
                 and max(ran_batches(out)) > max(durable_offsets(cp), default=-1) + 1
@@ -81,7 +70,7 @@ def test_glue_values_on_two_executors_under_async_progress_survive_a_driver_kill
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
         driver = start_driver(cfg)  # Spark plans again from the last durable batch
-        _wait(lambda: len(output_rows(out)) >= len(records), 240, "every record", driver)
+        wait_while_running(lambda: len(output_rows(out)) >= len(records), 240, "every record", driver)
         time.sleep(2)  # a batch planned again and still running would show up as a duplicate
     finally:
         if driver.poll() is None:
