@@ -3,7 +3,8 @@ schema as one typed column per batch, beside the Kinesis columns.
 
 Per record: the header names the writer's schema version, fetched once per executor process and
 parsed once; the body is decoded with it into the reader's schema (`avro_types`). A JSON body needs no
-writer's schema: it is fitted to the reader's JSON Schema as it is (`json_types`). A Protobuf body's
+writer's schema: it is fitted to the reader's JSON Schema as it is (`json_types`), a whole batch at
+once by Arrow's JSON reader where that gives the same values (`json_batch`). A Protobuf body's
 writer version says which of its messages the body is; the reader's message of that name parses it
 (`protobuf_types`). What cannot be
 decoded is never dropped: by default the task fails with an error naming the stream, shard, sequence
@@ -22,9 +23,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import CorruptRecordError
-from . import json_types, protobuf_types
+from . import json_batch, json_types, protobuf_types
 from .avro_types import AvroValues, parse
-from .glue_wire import WireError, unframe
+from .glue_wire import WireError, plain_bodies, unframe
 
 FAIL, COLUMN, PASS = "fail", "column", "pass"
 
@@ -53,8 +54,10 @@ class GlueValues:
         self.json = data_format == "JSON"
         self.protobuf = data_format == "PROTOBUF"
         self.codec: AvroValues | json_types.JsonValues | protobuf_types.ProtobufValues
+        self.batch: json_batch.JsonBatch | None = None
         if self.json:
             self.codec = json_types.JsonValues(json_types.parse(reader_definition))
+            self.batch = json_batch.JsonBatch(self.codec.strict, self.codec.arrow)
         elif self.protobuf:
             self.codec = protobuf_types.ProtobufValues(
                 protobuf_types.compile_proto(reader_definition), message
@@ -87,6 +90,10 @@ class GlueValues:
     def decode(self, data: pa.Array, where: Callable[[int], str]) -> Decoded:
         """The values of a batch's `data` column; `where(i)` names row i (stream, shard, sequence
         number) for errors."""
+        if self.batch is not None:
+            decoded = self._json_batch(data)
+            if decoded is not None:
+                return decoded
         values: list[Any] = []
         errors: list[str | None] = []
         for index, payload in enumerate(data.to_pylist()):
@@ -95,6 +102,36 @@ class GlueValues:
             errors.append(error)
         column = self.codec.column(values)
         return Decoded(column, pa.array(errors, type=pa.string()) if self.on_error == COLUMN else None)
+
+    def _json_batch(self, data: pa.Array) -> Decoded | None:
+        """JSON bodies decoded as one batch (`json_batch`), when every record has its header (or
+        passes without one) and the batch decodes without an error; None otherwise, for the
+        per-record path, which says which record does not decode."""
+        assert self.batch is not None
+        rows: list[int | None] | None = None  # per row, its body's index; None: a null value
+        bodies = plain_bodies(data)
+        if bodies is None:
+            # Some record is null, compressed or without the header: unframed one by one.
+            found: list[bytes] = []
+            rows = []
+            for payload in data.to_pylist():
+                try:
+                    body = None if payload is None else unframe(payload).body
+                except WireError:
+                    if self.without_header != PASS:
+                        return None
+                    body = None
+                rows.append(None if body is None else len(found))
+                if body is not None:
+                    found.append(body)
+            bodies = pa.array(found, type=pa.binary())
+        values = self.batch.decode(bodies)
+        if values is None:
+            return None
+        if rows is not None and len(rows) != len(bodies):
+            values = values.take(pa.array(rows, type=pa.int64()))
+        errors = pa.nulls(len(data), pa.string()) if self.on_error == COLUMN else None
+        return Decoded(values, errors)
 
     def _one(self, payload: bytes | None, index: int, where: Callable[[int], str]) -> tuple[Any, str | None]:
         if payload is None:
