@@ -54,7 +54,51 @@ SINK_OPTIONS: dict[str, tuple[str, str]] = {
         "(the first declared)",
         "glue, Protobuf schemas: the message of the .proto to write (its full name or its name).",
     ),
+    "schemaDefinition": (
+        "(none)",
+        "glue: the schema's text (Avro schema, JSON Schema or .proto) to write with: the version of "
+        "schemaName with this definition, instead of schemaVersionNumber/schemaVersionId.",
+    ),
+    "schemaAutoRegistration": (
+        "false",
+        "glue, with schemaDefinition: register the definition as a new version of schemaName (creating "
+        "the schema) when no version has it yet; the registry's compatibility check applies.",
+    ),
+    "schemaDataFormat": (
+        "AVRO",
+        "glue, schemaAutoRegistration: the data format of a schema the sink creates (AVRO | JSON | PROTOBUF).",
+    ),
+    "schemaCompatibility": (
+        "BACKWARD",
+        "glue, schemaAutoRegistration: the compatibility mode of a schema the sink creates (NONE | "
+        "DISABLED | BACKWARD | BACKWARD_ALL | FORWARD | FORWARD_ALL | FULL | FULL_ALL).",
+    ),
 }
+DATA_FORMATS = ("AVRO", "JSON", "PROTOBUF")
+COMPATIBILITIES = (
+    "BACKWARD",
+    "NONE",
+    "DISABLED",
+    "BACKWARD_ALL",
+    "FORWARD",
+    "FORWARD_ALL",
+    "FULL",
+    "FULL_ALL",
+)
+_REGISTRATION = ("schemaDefinition", "schemaAutoRegistration", "schemaDataFormat", "schemaCompatibility")
+
+
+@dataclass(frozen=True)
+class SchemaToWrite:
+    """valueFormat=glue with schemaDefinition: rows are written with the version of schemaName whose
+    definition this is, looked up (or registered) once at query start. Why by definition: a producer
+    owns its schema as code, as the registry's own serializers assume; naming a version number would
+    make every schema change a registry change made by hand first."""
+
+    definition: str
+    register: bool = False
+    data_format: str | None = None  # schemaDataFormat, when given: the format of a schema created
+    compatibility: str = "BACKWARD"
 
 
 @dataclass(frozen=True)
@@ -76,6 +120,7 @@ class SinkConfig:
     # valueFormat=glue: the schema version rows are encoded with, looked up at query start
     # (`reader_definition` and `version_id` then hold the version's definition and id).
     value: ValueFormat = field(default_factory=ValueFormat)
+    write_schema: SchemaToWrite | None = None
 
     def resolve(self, stream: str) -> str | None:
         """How a row's stream is written: the stream itself without `streams`; else the matching
@@ -120,6 +165,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     if targets and stream is None and len(targets) == 1:
         stream = targets[0].arn or targets[0].name  # one stream: rows need no streamName column
     parsed = parse_arn("streamName", stream) if stream and not targets else None
+    value = parse_value_format(opts)
     if parsed is not None and stream is not None:
         check_arn_region("region", (opts.get("region") or "").strip(), parsed[0], stream)
         opts = {**opts, "region": parsed[0]}
@@ -134,5 +180,52 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         skip_invalid=on_invalid == "skip",
         aggregate=bool_option(opts, "aggregate", False),
         targets=targets,
-        value=parse_value_format(opts),
+        value=value,
+        write_schema=_schema_to_write(opts, value),
+    )
+
+
+def _upper_choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    text = (opts.get(name) or allowed[0]).strip().upper()
+    if text not in allowed:
+        raise OptionError(
+            name, f"'{text}' is not one of {', '.join(allowed)}", f"Use one of {', '.join(allowed)}."
+        )
+    return text
+
+
+def _schema_to_write(opts: Mapping[str, str], value: ValueFormat) -> SchemaToWrite | None:
+    given = [name for name in _REGISTRATION if name in opts]
+    if not given:
+        return None
+    if not value.decoded:
+        raise OptionError(given[0], "applies to valueFormat=glue only", "Set valueFormat=glue, or remove it.")
+    definition = opts.get("schemaDefinition") or ""
+    if not definition.strip():
+        raise OptionError(
+            "schemaDefinition",
+            f"missing or empty{f' ({given[0]} needs it)' if given[0] != 'schemaDefinition' else ''}",
+            "Give the schema's text (an Avro schema, a JSON Schema or a .proto) to write with.",
+        )
+    if value.version_id or value.version_number:
+        raise OptionError(
+            "schemaDefinition",
+            "cannot be combined with schemaVersionId/schemaVersionNumber: the definition names the version",
+            "Name the version one way: remove schemaVersionId/schemaVersionNumber, or schemaDefinition.",
+        )
+    register = bool_option(opts, "schemaAutoRegistration", False)
+    for name in ("schemaDataFormat", "schemaCompatibility"):
+        if name in opts and not register:
+            raise OptionError(
+                name,
+                "describes a schema the sink creates, and applies with schemaAutoRegistration=true only",
+                "Set schemaAutoRegistration=true, or remove it.",
+            )
+    return SchemaToWrite(
+        definition=definition,
+        register=register,
+        data_format=_upper_choice(opts, "schemaDataFormat", DATA_FORMATS)
+        if "schemaDataFormat" in opts
+        else None,
+        compatibility=_upper_choice(opts, "schemaCompatibility", COMPATIBILITIES),
     )

@@ -19,12 +19,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from .. import spark_api
-from ..aws.glue_registry import RegistryRef, reader_schema
 from ..aws.kinesis import KinesisProxy, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
-from ..values.avro_types import UnsupportedSchema
-from ..values.glue_encode import ENCODERS, GlueEncoder, ValueDoesNotFit, encoder
+from ..values.glue_encode import ValueDoesNotFit
+from .glue_schema import check_value_schema, value_encoder, with_schema_version
 from .options import SinkConfig
 from .packing import Aggregator, ShardRouter
 from .producing import MAX_RECORD_BYTES, Entry, Producer, invalid_reason
@@ -88,70 +87,6 @@ def _check_value_column(fields: dict[str, Any]) -> None:
         )
 
 
-def check_value_schema(schema: StructType, config: SinkConfig) -> None:
-    """valueFormat=glue, once the schema version is known: the `value` struct has the record's fields."""
-    if not config.value.decoded:
-        return
-    wanted = _encoder(config).field_names
-    given = [f.name for f in schema["value"].dataType.fields]  # type: ignore[attr-defined]
-    missing = [n for n in wanted if n not in given]
-    extra = [n for n in given if n not in wanted]
-    if missing or extra:
-        raise OptionError(
-            "valueFormat",
-            f"column 'value' does not have the fields of {config.value.version_id}"
-            + (f": missing {', '.join(missing)}" if missing else "")
-            + (f"; not in the schema: {', '.join(extra)}" if extra else ""),
-            "Build the struct with exactly the schema's fields (null for optional ones).",
-        )
-
-
-_ENCODERS: dict[tuple[str, str, str | None], GlueEncoder] = {}  # per process: (version, definition, message)
-
-
-def _encoder(config: SinkConfig) -> GlueEncoder:
-    value = config.value
-    assert value.reader_definition is not None and value.version_id is not None, "looked up at query start"
-    key = (value.version_id, value.reader_definition, value.message)
-    if key not in _ENCODERS:
-        _ENCODERS[key] = encoder(value.data_format, value.reader_definition, value.version_id, value.message)
-    return _ENCODERS[key]
-
-
-def with_schema_version(config: SinkConfig) -> SinkConfig:
-    """valueFormat=glue: the schema version the options name, looked up once at query start (with the
-    sink's region and credentials), so that every task writes the same version."""
-    value = config.value
-    if not value.decoded:
-        return config
-    ref = RegistryRef(value.version_id, value.registry, value.schema, value.version_number)
-    found = reader_schema(config.aws, value.endpoint_url, ref)
-    option = "schemaVersionId" if value.version_id else "schemaName"
-    if found.data_format not in ENCODERS:
-        raise OptionError(
-            option,
-            f"{ref.describe()} is a {found.data_format} schema; the sink writes "
-            f"{' and '.join(sorted(ENCODERS))} schemas only",
-            "Name an Avro, JSON or Protobuf schema version, or write bytes you encoded yourself with valueFormat=raw.",
-        )
-    resolved = replace(
-        config,
-        value=replace(
-            value,
-            reader_definition=found.definition,
-            version_id=found.version_id,
-            data_format=found.data_format,
-        ),
-    )
-    try:
-        _encoder(resolved)
-    except UnsupportedSchema as exc:
-        raise OptionError(
-            option, f"{ref.describe()}: {exc}", "Change the schema, or write with valueFormat=raw."
-        ) from None
-    return resolved
-
-
 def check_stream(config: SinkConfig) -> SinkConfig:
     """At query start: every stream the options name exists and is reachable (roles assumed); returns
     the config with each one's record size limit."""
@@ -166,7 +101,7 @@ def prepare(schema: StructType, config: SinkConfig) -> SinkConfig:
     """Everything the sink checks and learns at query start, in order: the DataFrame's columns, the
     schema version (valueFormat=glue) and the value's fields against it, the streams."""
     check_schema(schema, config)
-    config = with_schema_version(config)
+    config = with_schema_version(config, schema)
     check_value_schema(schema, config)
     return check_stream(config)
 
@@ -198,7 +133,7 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
     except ImportError:  # pragma: no cover
         partition = 0
     producer = Producer(config)
-    encoder = _encoder(config) if config.value.decoded else None
+    encoder = value_encoder(config) if config.value.decoded else None
     sink: Producer | Aggregator = producer
     if config.aggregate:
         sink = Aggregator(producer, MAX_RECORD_BYTES, lambda stream: _router(config, stream))
