@@ -107,6 +107,20 @@ def test_a_second_query_on_a_metadata_path_in_use_is_refused():
         other.next_offset(begun, None, None)  # another query (a new token) on the same metadataPath
 
 
+def test_a_refused_query_leaves_no_live_record_and_the_running_one_restarts_at_once():
+    """The refused query's beat, written before its check, is withdrawn: left, it would make the
+    running query's own restart within the live window look like a second query."""
+    h = one_stream()
+    running = start(h)
+    other = h.planner()
+    begun = other.initial_offset()
+    with pytest.raises(CheckpointMismatchError, match="in use by another running query"):
+        other.next_offset(begun, None, None)
+    assert h.store.list_records(f"{begun.token}/live") == []
+    restarted = h.planner()  # the running query, stopped and restarted at once
+    restarted.check_offset(logged(running))  # claims its own token: nobody else is live
+
+
 def test_a_restart_inside_the_first_batch_runs_it_again_under_its_own_token():
     """Killed while batch 0 ran (its live record fresh), then restarted at once: Spark asks for the
     initial offset to run logged batch 0 again; the restart is the logged query, not a new one."""

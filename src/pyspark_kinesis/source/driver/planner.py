@@ -146,8 +146,7 @@ class Planner:
 
     def _claim(self, token: str) -> None:
         """This run is the query with `token`: no other query may be running on metadataPath."""
-        self.log.beat(token)
-        self.log.check_alone(token)
+        self.log.claim(token)
         self.token = token
 
     def check_replay(self, end: SourceOffset) -> None:

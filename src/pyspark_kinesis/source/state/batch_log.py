@@ -234,14 +234,27 @@ class BatchEndLog:
         self._collected_below[token] = below
 
     # -- one running query per metadataPath ----------------------------------------------------
-    def beat(self, token: str) -> None:
-        """Renew the running query's `live` record (and drop its older ones)."""
+    def beat(self, token: str) -> str:
+        """Renew the running query's `live` record (and drop its older ones); returns its path."""
         now = int(time.time() * 1000)
         folder = f"{token}/live"
         self.store.put_if_absent(f"{folder}/{now:015d}.json", b"{}")
         for name in self.store.list_records(folder):
             if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) < now:
                 self.store.delete(f"{folder}/{name}")
+        return f"{folder}/{now:015d}.json"
+
+    def claim(self, token: str) -> None:
+        """Run as the query with `token`, alone on metadataPath: beat first, so that of two queries
+        claiming at once at least one sees the other; a refused claim withdraws its beat (left there,
+        it would make the query holding metadataPath look shared for `LIVE_FOR_S` seconds, and
+        refuse that query's own restart)."""
+        beat = self.beat(token)
+        try:
+            self.check_alone(token)
+        except CheckpointMismatchError:
+            self.store.delete(beat)
+            raise
 
     def check_alone(self, token: str) -> None:
         """Fail clearly if a query with another token ran under this metadataPath in the last
