@@ -22,6 +22,12 @@ result is used only where it is the per-record result, and a declined batch is d
   one by one as `json_types` does, and a string neither reads declines the batch.
 - What Arrow refuses (another type than the schema's, a fraction or more than 64 bits in an integer,
   a key given twice: orjson keeps the last) declines the batch, and the per-record rules decide.
+
+One difference is left, on purpose: orjson refuses a document nested deeper than 1,024 levels, Arrow's
+reader does not. The reader's schema is at most 32 levels deep (`json_types.MAX_DEPTH`), so such a
+body decodes in a batch only when the depth is in a field the schema lacks, and is then a valid
+document decoded correctly; record by record it is an error. Telling them apart would take a
+per-record pass over every body, the cost this module removes.
 """
 
 from __future__ import annotations
@@ -171,5 +177,5 @@ def _temporal(
     assert callable(one)
     try:
         return pa.array([None if s is None else one(s) for s in strings.to_pylist()], type=target)
-    except ValueError:
+    except (ValueError, OverflowError):  # what fromisoformat, or the instant in UTC, cannot be
         raise Declined("a date or time fromisoformat does not read") from None
