@@ -94,17 +94,30 @@ def test_a_trigger_that_runs_on_fails_at_its_second_batch_naming_the_option(spar
     assert "Kinesis option 'drainInOneBatch'" in text and "second batch" in text, text[-2000:]
 
 
+TWO_EXECUTORS = "local-cluster[2,1,1024]"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("step", ["before-record", "after-record"])
-def test_a_task_failing_its_first_attempt_replays_its_chunks(kinesalite, tmp_path, step):
+@pytest.mark.parametrize(
+    ("step", "master"),
+    [("before-record", "local[2,4]"), ("after-record", "local[2,4]"), ("after-record", TWO_EXECUTORS)],
+)
+def test_a_task_failing_its_first_attempt_replays_its_chunks(kinesalite, tmp_path, step, master):
+    """On two executors the retry may run where the first attempt's spill files are not: it reads its
+    recorded chunks from Kinesis again, as any replay does."""
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)
     expected = put(kin, stream, 0, 300)
-    cfg = config(kinesalite.endpoint, stream, tmp_path, trigger="once", master="local[2,4]")
+    faults = tmp_path / "faults.log"  # each injected failure, from whichever executor it ran on
+    env = {"PYSPARK_KINESIS_FAULT": step, "PYSPARK_KINESIS_FAULT_LOG": str(faults)}
+    conf = {f"spark.executorEnv.{k}": v for k, v in env.items()} | {"spark.task.maxFailures": "4"}
+    cfg = config(kinesalite.endpoint, stream, tmp_path, trigger="once", master=master, conf=conf)
     cfg["options"] |= {"drainInOneBatch": "true", "maxRecordsPerShard": "40"}
-    run_driver(cfg, env={"PYSPARK_KINESIS_FAULT": step})
-    log = (tmp_path / "cp.log").read_text(errors="replace")
-    assert "injected fault" in log, "the fault was not injected, so this test proved nothing"
+    run_driver(cfg, env=env)
+    injected = faults.read_text().split("\n") if faults.exists() else []
+    assert len([line for line in injected if line.startswith(step)]) >= 2, (
+        "the fault was not injected in both tasks, so this test proved nothing"
+    )
     rows = output_rows(tmp_path / "out")
     assert_exactly_once(rows, expected)
     assert_shard_order(rows)
@@ -114,13 +127,15 @@ def test_a_task_failing_its_first_attempt_replays_its_chunks(kinesalite, tmp_pat
 
 
 @pytest.mark.slow
-def test_driver_killed_mid_batch_then_restarted_replays_the_drained_batch(kinesalite, tmp_path):
+@pytest.mark.parametrize("master", ["local[2]", TWO_EXECUTORS])
+def test_driver_killed_mid_batch_then_restarted_replays_the_drained_batch(kinesalite, tmp_path, master):
     """The driver is killed once the drained batch's tasks recorded their ends (the rows are being
-    written); the restarted run replays that batch from its recorded chunks, and the next brings nothing."""
+    written); the restarted run replays that batch from its recorded chunks, and the next brings nothing.
+    On two executors, the replay runs on executors that never held the first attempt's spill."""
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)
     expected = put(kin, stream, 0, 400)
-    cfg = config(kinesalite.endpoint, stream, tmp_path, trigger="once", pause_s=3)
+    cfg = config(kinesalite.endpoint, stream, tmp_path, trigger="once", pause_s=3, master=master)
     cfg["options"] |= {"drainInOneBatch": "true", "maxRecordsPerShard": "40"}
     process = start_driver(cfg)
     hit = None
