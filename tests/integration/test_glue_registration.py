@@ -60,12 +60,19 @@ def refused(call) -> str:
     return str(caught.value)
 
 
-def test_the_sink_registers_its_definition_and_its_evolution_and_the_source_reads_both(
-    spark, kinesalite, local_s3
-):
+@pytest.fixture
+def empty_registry(local_s3):
+    """A Glue client on moto's registry, and a new registry without schemas."""
     glue = boto3.client("glue", region_name="us-east-1", endpoint_url=local_s3.endpoint)
-    registry = f"p-{uuid.uuid4().hex[:8]}"
+    registry = f"r-{uuid.uuid4().hex[:8]}"
     glue.create_registry(RegistryName=registry)
+    return glue, registry
+
+
+def test_the_sink_registers_its_definition_and_its_evolution_and_the_source_reads_both(
+    spark, kinesalite, local_s3, empty_registry
+):
+    glue, registry = empty_registry
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)
     schema_id = {"RegistryName": registry, "SchemaName": "payments"}
@@ -185,11 +192,9 @@ def test_the_sink_registers_its_definition_and_its_evolution_and_the_source_read
 
 
 def test_a_json_schema_the_registry_lacks_is_created_with_the_format_and_mode_given(
-    spark, kinesalite, local_s3
+    spark, kinesalite, local_s3, empty_registry
 ):
-    glue = boto3.client("glue", region_name="us-east-1", endpoint_url=local_s3.endpoint)
-    registry = f"j-{uuid.uuid4().hex[:8]}"
-    glue.create_registry(RegistryName=registry)
+    glue, registry = empty_registry
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=1)
     definition = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]})

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -22,6 +23,7 @@ from ..errors import StreamAccessError
 from .client import glue_client
 from .errors import error_code
 
+T = TypeVar("T")
 _lock = threading.Lock()
 _versions: dict[tuple[AwsSettings, str | None, str], RegisteredSchema] = {}
 
@@ -126,33 +128,39 @@ def _not_found(exc: ClientError) -> bool:
     return error_code(exc) == "EntityNotFoundException"
 
 
+def _unless_missing(call: Callable[[], T], name: SchemaName, settings: AwsSettings) -> T | None:
+    """`call`'s answer, or None when the registry has no such schema (or version)."""
+    try:
+        return call()
+    except ClientError as exc:
+        if _not_found(exc):
+            return None
+        raise _failure(exc, name.describe(), settings) from None
+    except BotoCoreError as exc:
+        raise _failure(exc, name.describe(), settings) from None
+
+
 def version_by_definition(
     settings: AwsSettings, endpoint_url: str | None, name: SchemaName, definition: str
 ) -> RegisteredSchema | None:
     """The version of `name` whose definition is `definition`, once available; None when no version
     of it has that definition (or the schema does not exist)."""
     client = glue_client(settings, endpoint_url)
-    try:
-        found = client.get_schema_by_definition(SchemaId=name.schema_id(), SchemaDefinition=definition)
-    except ClientError as exc:
-        if _not_found(exc):
-            return None
-        raise _failure(exc, name.describe(), settings) from None
-    except BotoCoreError as exc:
-        raise _failure(exc, name.describe(), settings) from None
+    found = _unless_missing(
+        lambda: client.get_schema_by_definition(SchemaId=name.schema_id(), SchemaDefinition=definition),
+        name,
+        settings,
+    )
+    if found is None:
+        return None
     return _available(settings, endpoint_url, found["SchemaVersionId"], found.get("Status"), name)
 
 
 def schema_format(settings: AwsSettings, endpoint_url: str | None, name: SchemaName) -> str | None:
     """The DataFormat of schema `name`; None when the registry has no such schema."""
-    try:
-        return str(glue_client(settings, endpoint_url).get_schema(SchemaId=name.schema_id())["DataFormat"])
-    except ClientError as exc:
-        if _not_found(exc):
-            return None
-        raise _failure(exc, name.describe(), settings) from None
-    except BotoCoreError as exc:
-        raise _failure(exc, name.describe(), settings) from None
+    client = glue_client(settings, endpoint_url)
+    found = _unless_missing(lambda: client.get_schema(SchemaId=name.schema_id()), name, settings)
+    return None if found is None else str(found["DataFormat"])
 
 
 @dataclass(frozen=True)

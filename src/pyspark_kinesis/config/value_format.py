@@ -74,8 +74,10 @@ class ValueFormat:
         return self.format == GLUE
 
 
-def _choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
-    value = (opts.get(name) or allowed[0]).strip().lower()
+def choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], upper: bool = False) -> str:
+    """The option's value among `allowed` (the first by default), in the case `allowed` is written in."""
+    value = (opts.get(name) or allowed[0]).strip()
+    value = value.upper() if upper else value.lower()
     if value not in allowed:
         raise OptionError(
             name, f"'{value}' is not one of {', '.join(allowed)}", f"Use {' or '.join(allowed)}."
@@ -84,7 +86,7 @@ def _choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str
 
 
 def parse_value_format(opts: Mapping[str, str]) -> ValueFormat:
-    fmt = _choice(opts, "valueFormat", (RAW, GLUE))
+    fmt = choice(opts, "valueFormat", (RAW, GLUE))
     glue_only = [k for k in VALUE_OPTIONS if k != "valueFormat" and k in opts]
     if fmt == RAW:
         if glue_only:
@@ -128,8 +130,8 @@ def parse_value_format(opts: Mapping[str, str]) -> ValueFormat:
         version_number=int_option(opts, "schemaVersionNumber", None, 1),
         version_id=version_id.lower() if version_id else None,
         endpoint_url=endpoint,
-        columns=_choice(opts, "valueColumns", (STRUCT, FLATTEN)),
-        on_error=_choice(opts, "onDecodeError", (FAIL, COLUMN)),
-        without_header=_choice(opts, "recordsWithoutHeader", (FAIL, PASS)),
+        columns=choice(opts, "valueColumns", (STRUCT, FLATTEN)),
+        on_error=choice(opts, "onDecodeError", (FAIL, COLUMN)),
+        without_header=choice(opts, "recordsWithoutHeader", (FAIL, PASS)),
         message=(opts.get("protobufMessageName") or "").strip() or None,
     )

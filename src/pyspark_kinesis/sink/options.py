@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..config.aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from ..config.option_values import bool_option, fold, int_option
 from ..config.stream_specs import StreamSpec, check_arn_region, parse_arn, parse_streams
-from ..config.value_format import ValueFormat, parse_value_format
+from ..config.value_format import ValueFormat, choice, parse_value_format
 from ..errors import OptionError
 from ..model import Position
 
@@ -185,15 +185,6 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     )
 
 
-def _upper_choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
-    text = (opts.get(name) or allowed[0]).strip().upper()
-    if text not in allowed:
-        raise OptionError(
-            name, f"'{text}' is not one of {', '.join(allowed)}", f"Use one of {', '.join(allowed)}."
-        )
-    return text
-
-
 def _schema_to_write(opts: Mapping[str, str], value: ValueFormat) -> SchemaToWrite | None:
     given = [name for name in _REGISTRATION if name in opts]
     if not given:
@@ -224,8 +215,8 @@ def _schema_to_write(opts: Mapping[str, str], value: ValueFormat) -> SchemaToWri
     return SchemaToWrite(
         definition=definition,
         register=register,
-        data_format=_upper_choice(opts, "schemaDataFormat", DATA_FORMATS)
+        data_format=choice(opts, "schemaDataFormat", DATA_FORMATS, upper=True)
         if "schemaDataFormat" in opts
         else None,
-        compatibility=_upper_choice(opts, "schemaCompatibility", COMPATIBILITIES),
+        compatibility=choice(opts, "schemaCompatibility", COMPATIBILITIES, upper=True),
     )
