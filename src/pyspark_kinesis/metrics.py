@@ -53,6 +53,13 @@ FIGURES = (
     ("shards", "Shards", "Count", "shards", "Shards of the stream in the query's offset"),
     ("recordsRead", "RecordsRead", "Count", "records_read", "Records read from the stream by the last batch"),
     ("bytesRead", "BytesRead", "Bytes", "bytes_read", "Payload bytes read from the stream by the last batch"),
+    (
+        "shardsWithDataLoss",
+        "ShardsWithDataLoss",
+        "Count",
+        "shards_with_data_loss",
+        "Shards whose read in the last batch went on past records lost to retention (failOnDataLoss=false)",
+    ),
 )
 
 
@@ -124,7 +131,8 @@ class RecordedLag:
 
 def lag(progress: Any, recorded: RecordedLag | None = None) -> dict[str, dict[str, Any]]:
     """Stream ARN -> its lag figures (`shards`, `shardsBehind`, `shardsLagUnknown`, `maxMsBehindLatest`,
-    `avgMsBehindLatest`, `recordsRead`, `bytesRead`, `batch`: the batch they were measured in), over
+    `avgMsBehindLatest`, `recordsRead`, `bytesRead`, `shardsWithDataLoss`, `batch`: the batch they were
+    measured in), over
     every Kinesis source of the query. Empty before the first batch, or for a query without one. On
     PySpark 4.0/4.1, whose progress carries no lag, from the batch-end records through `recorded`."""
     data = _progress_dict(progress)

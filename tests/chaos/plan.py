@@ -133,7 +133,7 @@ class Result:
     child_rows: int = 0  # rows the query read from shards a reshard made (a reshard that changed nothing: 0)
     server_lost: int = 0  # acknowledged records the server does not hold once (not the connector's doing)
     aged_out: int = 0  # records a stop aged out before the query delivered them (expected, reported)
-    loss_warnings: int = 0  # the connector's data-loss warnings (failOnDataLoss=false) in the driver log
+    loss_warnings: int = 0  # the driver's data-loss reports (failOnDataLoss=false), any master
     unplanned_exits: int = 0  # driver processes that ended by themselves with an error
     hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit
     missed: list[str] = field(default_factory=list)  # scheduled faults that found no state to hit

@@ -57,9 +57,9 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "(the fault proxy trims it, answering positions below the trim with an iterator at the oldest record "
         "left or, every other time, an InvalidArgumentException), read with failOnDataLoss=false. `aged out` "
         "counts the records that stop took before the query delivered them (not counted as lost) and the "
-        "data-loss warnings the connector logged for them, counted in the driver's log only: on "
-        "local-cluster and standalone runs the reads run in executors, whose logs are not read (0 there "
-        "says nothing).",
+        'data-loss reports the driver logged for them ("Data loss in batch ...", from the batch-end '
+        "records, whichever executor read the shard; one per shard and batch, again after a driver "
+        "restart; a replayed batch's loss is in its executor's log only).",
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
@@ -94,7 +94,7 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
             + " | ".join(str(r.faults.get(k, 0)) for k in kinds)
             + f" | {sum(r.faults.values())} | {r.put} | {r.read} | {r.lost} | {r.duplicated} | "
             f"{r.order_violations} | {r.lineage_violations} | {r.server_lost} | "
-            f"{r.aged_out} ({r.loss_warnings} warnings) | {r.unplanned_exits} | "
+            f"{r.aged_out} ({r.loss_warnings} reported) | {r.unplanned_exits} | "
             f"{len(r.missed)} | {'ok' if r.ok else 'FAILED ' + (r.error or ', '.join(r.missed)).replace('|', '/')} |"
         )
     lines += ["", "## What each scheduled fault hit", ""]

@@ -62,22 +62,23 @@ def start_running(df, checkpoint: str, collector: Collector, interval: str = "20
 MAX_DRAIN_RUNS = 60  # PySpark 4.0/4.1: one batch per AvailableNow run, so a drain takes several runs
 
 
-def run_available_now(spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180) -> None:
+def run_available_now(spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180) -> list:
     """An AvailableNow run into `collector`. On PySpark 4.0/4.1, where Spark runs a Python source's
     AvailableNow as one batch (see `spark_api`), runs again until a run brings nothing, as a user
-    draining a backlog there would: each run goes on exactly where the last one ended."""
+    draining a backlog there would: each run goes on exactly where the last one ended. Returns the
+    queries run."""
     if spark_api.ADMISSION_CONTROL:
-        _run_available_now(df, checkpoint, collector, timeout_s)
-        return
+        return [_run_available_now(df, checkpoint, collector, timeout_s)]
+    queries = []
     for _run in range(MAX_DRAIN_RUNS):
         before = len(collector.rows)
-        _run_available_now(df, checkpoint, collector, timeout_s)
+        queries.append(_run_available_now(df, checkpoint, collector, timeout_s))
         if len(collector.rows) == before:
-            return
+            return queries
     raise AssertionError(f"{MAX_DRAIN_RUNS} AvailableNow runs did not drain the stream")
 
 
-def _run_available_now(df, checkpoint: str, collector: Collector, timeout_s: float) -> None:
+def _run_available_now(df, checkpoint: str, collector: Collector, timeout_s: float):
     query = (
         df.writeStream.foreachBatch(collector)
         .option("checkpointLocation", checkpoint)
@@ -90,6 +91,7 @@ def _run_available_now(df, checkpoint: str, collector: Collector, timeout_s: flo
         raise AssertionError(f"AvailableNow query did not finish within {timeout_s} s")
     if query.exception() is not None:
         raise AssertionError(f"query failed: {query.exception()}")
+    return query
 
 
 def run_available_now_failure(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from pyspark_kinesis import metrics, spark_api
 from tests.helpers import client, new_stream, put, shard_sequences
 from tests.integration.streaming_util import (
     Collector,
@@ -56,8 +57,17 @@ def test_a_resume_after_a_record_that_aged_out_is_a_loss(
             assert "failOnDataLoss" in message
             assert not again.rows
         else:
-            run_available_now(spark, df, cp, again)
+            queries = run_available_now(spark, df, cp, again)
             assert [bytes(r["data"]).decode() for r in again.rows] == [d for _s, d in records[20:]]
+            if spark_api.ADMISSION_CONTROL:  # (PySpark 4.2+: the lag report is in the query's progress)
+                # The driver reports the loss from the batch-end record, whichever executor met it.
+                lossy = [
+                    (figures["batch"], figures["shardsWithDataLoss"])
+                    for query in queries
+                    for progress in query.recentProgress
+                    for figures in metrics.lag(progress).values()
+                ]
+                assert (1, 1) in lossy and all(n == 0 for batch, n in lossy if batch != 1), lossy
 
 
 def test_a_resume_at_the_tip_whose_last_record_aged_out_loses_nothing(spark, kinesis_local, tmp_path):

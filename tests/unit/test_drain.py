@@ -139,6 +139,8 @@ def test_summed_adds_the_chunks_up_and_keeps_the_last_ones_stop():
     )
     assert empty_first.first == ("15", 0)
     assert ShardEnd.from_json(total.to_json()) == total  # the chunks travel in the record
+    lossy = drain.summed([replace(a, losses=("x",)), b, replace(b, losses=("y", "z"))])
+    assert lossy.losses == ("x", "y", "z")  # what the driver reports comes from the summed end
 
 
 def test_done_is_the_cutoff_the_tip_or_the_shards_end():

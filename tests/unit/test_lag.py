@@ -41,6 +41,7 @@ def test_per_stream_max_average_and_shards_behind():
         "avgMsBehindLatest": 600,
         "recordsRead": 25,
         "bytesRead": 250,
+        "shardsWithDataLoss": 0,
     }
     assert report["streams"][OTHER]["shardsBehind"] == 0
     # Only integers and strings: what Spark accepts from reportLatestOffset().
@@ -56,6 +57,21 @@ def test_a_shard_not_read_in_the_last_batch_keeps_its_last_lag_and_a_finished_on
     lag.update(3, {(ARN, "s1"): end(0, 0, 0)}, {ARN: ["s1"]})  # s0 read to its end: pruned
     figures = lag.report()["streams"][ARN]
     assert (figures["shards"], figures["maxMsBehindLatest"], figures["shardsBehind"]) == (1, 0, 0)
+
+
+def test_what_a_batch_read_counts_shards_it_read_to_their_end_and_the_losses_it_went_on_past():
+    """A shard read to its end leaves the offset in the same planning step that reports its batch: its
+    records and a loss its read went on past (failOnDataLoss=false) still count for that batch."""
+    lag = LagTracker()
+    pos = Position.after("1")
+    gone = ShardEnd(start=pos, end=Position.shard_end(), records=7, bytes=70, losses=("aged out",))
+    lossy = ShardEnd(start=pos, end=pos, records=2, bytes=20, losses=("one", "two"))
+    lag.update(4, {(ARN, "s0"): gone, (ARN, "s1"): lossy, (ARN, "s2"): end(0)}, {ARN: ["s1", "s2"]})
+    figures = lag.report()["streams"][ARN]
+    assert (figures["recordsRead"], figures["bytesRead"]) == (19, 190)
+    assert (figures["shards"], figures["shardsWithDataLoss"]) == (2, 2)
+    lag.update(5, {(ARN, "s1"): end(0, 1, 10)}, {ARN: ["s1", "s2"]})  # the next batch lost nothing
+    assert lag.report()["streams"][ARN]["shardsWithDataLoss"] == 0
 
 
 def test_an_older_batch_does_not_overwrite_a_newer_one():
@@ -115,6 +131,7 @@ def test_the_listener_keeps_the_last_lag_per_query_and_writes_the_file(tmp_path)
     text = path.read_text()
     assert text == listener.text()
     assert 'pyspark_kinesis_max_ms_behind_latest{query="etl",stream="orders",' in text
+    assert 'pyspark_kinesis_shards_with_data_loss{query="etl",stream="orders",' in text
     assert list(tmp_path.iterdir()) == [path]  # the temporary file was renamed, not left behind
 
 

@@ -42,6 +42,7 @@ ends = st.builds(
     first=st.none() | st.tuples(seqs, st.integers(0, 10**4)),
     unrun=st.booleans(),
     holder=st.sampled_from(["", "10.0.0.7:41234@1795540618306"]),
+    losses=st.lists(st.text(max_size=40), max_size=2).map(tuple),
 )
 states = st.builds(
     ShardState,
@@ -97,6 +98,7 @@ def test_the_json_keys_are_the_documented_short_ones():
         first=("4", 1),
         unrun=True,
         holder="h:1@2",
+        losses=("gone",),
     )
     assert set(end.to_json()) == {
         "start",
@@ -112,6 +114,7 @@ def test_the_json_keys_are_the_documented_short_ones():
         "fb",
         "unrun",
         "h",
+        "loss",
     }
     assert end.to_json()["children"] == "shardId-000000000001,shardId-000000000002"
     plain = ShardEnd(Position.trim_horizon(), Position.after("5")).to_json()

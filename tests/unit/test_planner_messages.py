@@ -15,7 +15,7 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver import planner as planner_module
 from pyspark_kinesis.source.state.batch_log import planned_key
 from pyspark_kinesis.source.state.offsets import ShardState, SourceOffset
-from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, one_stream, shard
+from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, one_stream, read, shard
 
 A = arn("a")
 
@@ -98,3 +98,22 @@ def test_a_checked_replay_is_not_checked_again():
     restarted.check_replay(logged(first))  # known to this run: the marker is not read again
     with pytest.raises(CheckpointMismatchError):
         h.planner().check_replay(logged(first))
+
+
+def test_a_loss_a_task_went_on_past_is_reported_in_the_driver_log_once_per_batch(caplog):
+    """failOnDataLoss=false: the warning where the loss happened is in the log of the executor that ran
+    the task; the driver repeats it from the batch-end record, whichever executor read the shard, and
+    a later look at the same batch's ends says nothing again."""
+    h = one_stream()
+    planner = h.planner()
+    offset = planner.next_offset(planner.initial_offset(), None, None)
+    s0 = offset.state((A, "s0")).position
+    lossy = replace(read(s0, 3, tip=False), losses=("the records from TRIM_HORIZON on are past retention",))
+    h.run(offset, {(A, "s0"): lossy})
+    with caplog.at_level(logging.WARNING, logger="pyspark_kinesis.source.driver"):
+        planner.next_offset(offset, None, None)
+        planner.next_offset(offset, None, None)
+    assert caplog.messages == [
+        f"Data loss in batch 0, Kinesis stream {A}, shard s0: the records from TRIM_HORIZON on are past "
+        "retention; failOnDataLoss=false, so the query went on without them"
+    ]

@@ -217,8 +217,22 @@ def test_a_start_at_a_timestamp_older_than_the_retention_is_a_loss():
     days_ago = NOW_MS - 3 * 24 * 3600 * 1000
     with pytest.raises(DataLossError, match="longer ago than the stream's retention"):
         read([page([1], behind_ms=0)], Position.at_timestamp(days_ago))
-    cols, _end, _source = read([page([1], behind_ms=0)], Position.at_timestamp(days_ago), fail=False)
+    cols, end, _source = read([page([1], behind_ms=0)], Position.at_timestamp(days_ago), fail=False)
     assert seqs(cols) == ["1"]
+    # (kept for the batch-end record, from which the driver reports it whichever executor read it)
+    assert len(end.losses) == 1 and "longer ago than the stream's retention" in end.losses[0]
+
+
+def test_each_loss_a_first_read_goes_on_past_is_in_its_end_and_none_without_one():
+    source = ScriptedPages([page([12, 13], behind_ms=0)], open_faults=[Fault(FaultKind.GONE)])
+    _cols, end, _source = read(source, Position.after("7"), fail=False)
+    assert end.losses == (
+        "the records from after sequence number 7 on are past retention, up to the oldest one left",
+    )
+    _cols, end, _source = read(
+        [page([7, 8, 9], behind_ms=0)], Position.after("7"), fail=False
+    )  # 7: the anchor
+    assert end.losses == ()
 
 
 # -- a third way of reading ----------------------------------------------------------------------

@@ -139,3 +139,6 @@ def inspect(
                 cells = (end.end.describe(), str(end.records), str(end.bytes), str(end.millis_behind))
             table.add_row(_stream_of(stream)[0], sid, task, state.position.describe(), *cells)
     console.print(table)
+    for (stream, sid), end in sorted(ends.items()):
+        for what in end.losses:
+            console.print(f"data loss, {_stream_of(stream)[0]} {sid} (failOnDataLoss=false): {what}")

@@ -5,12 +5,15 @@ is shown as `sources[].latestOffset` in every `StreamingQueryProgress`. The figu
 batch-end records the planner reads anyway (each holds the MillisBehindLatest of the shard's last
 GetRecords), so reporting costs no Kinesis call. A shard keeps the figure of the last batch that read
 it: an idle shard skipped by the poll interval is still as far behind as when it was last read.
+
+Losses a read went on past (failOnDataLoss=false) are reported here too, from the same records: the
+executor that met one warned in its own log, which on a cluster is not the log an operator watches.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ...model import ShardRef
@@ -18,24 +21,32 @@ from ..state.offsets import ShardEnd
 
 REPORT_VERSION = 1
 
+log = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
-class ShardLag:
-    """The last known lag of one shard: from the batch that last read it."""
 
-    batch: int
-    millis_behind: int  # -1: the server did not say
-    records: int
-    bytes: int
+def report_losses(batch: int, ends: Mapping[ShardRef, ShardEnd]) -> None:
+    """The losses a batch's reads went on past (failOnDataLoss=false), in the driver's log: each was
+    logged where it happened, in the log of whichever executor ran the task, which on a cluster an
+    operator rarely reads; the lag report counts them too (`LagTracker`)."""
+    for (key, sid), end in sorted(ends.items()):
+        for what in end.losses:
+            log.warning(
+                "Data loss in batch %d, Kinesis stream %s, shard %s: %s; failOnDataLoss=false, so the query "
+                "went on without them", batch, key, sid, what,
+            )  # fmt: skip
 
 
 class LagTracker:
     """Per-shard lag, updated from each batch's recorded ends, reported per stream."""
 
     def __init__(self) -> None:
-        self._shards: dict[ShardRef, ShardLag] = {}
+        self._behind: dict[ShardRef, int] = {}  # MillisBehindLatest of each shard's last read (-1: unsaid)
         self._batch = -1
         self._live: dict[str, set[str]] = {}
+        # What the last batch read of each stream: records, bytes, shards whose read went on past lost
+        # records (failOnDataLoss=false). From all its ends, shards read to their end (gone from the
+        # offset) included.
+        self._read: dict[str, tuple[int, int, int]] = {}
 
     def update(
         self, batch: int, ends: Mapping[ShardRef, ShardEnd], live: Mapping[str, Iterable[str]]
@@ -44,12 +55,16 @@ class LagTracker:
         if batch < self._batch:
             return
         self._batch = batch
+        read: dict[str, tuple[int, int, int]] = {}
         for ref, end in ends.items():
-            self._shards[ref] = ShardLag(batch, end.millis_behind, end.records, end.bytes)
+            self._behind[ref] = end.millis_behind
+            records, size, lossy = read.get(ref[0], (0, 0, 0))
+            read[ref[0]] = (records + end.records, size + end.bytes, lossy + bool(end.losses))
+        self._read = read
         self._live = {key: set(sids) for key, sids in live.items()}
         # Shards that left the offset (read to their end, or their stream removed) lag no more.
-        for ref in [ref for ref in self._shards if ref[1] not in self._live.get(ref[0], ())]:
-            del self._shards[ref]
+        for ref in [ref for ref in self._behind if ref[1] not in self._live.get(ref[0], ())]:
+            del self._behind[ref]
 
     def report(self) -> dict[str, Any] | None:
         """The dict `reportLatestOffset()` returns: integers and strings only (Spark's rule), keyed by
@@ -58,16 +73,16 @@ class LagTracker:
             return None
         streams: dict[str, Any] = {}
         for key in sorted(self._live):
-            known = [lag for (k, _sid), lag in self._shards.items() if k == key and lag.millis_behind >= 0]
-            behind = [lag.millis_behind for lag in known]
-            last = [lag for (k, _sid), lag in self._shards.items() if k == key and lag.batch == self._batch]
+            behind = [ms for (k, _sid), ms in self._behind.items() if k == key and ms >= 0]
+            records, size, lossy = self._read.get(key, (0, 0, 0))
             streams[key] = {
                 "shards": len(self._live[key]),
                 "shardsBehind": sum(1 for ms in behind if ms > 0),
-                "shardsLagUnknown": len(self._live[key]) - len(known),
+                "shardsLagUnknown": len(self._live[key]) - len(behind),
                 "maxMsBehindLatest": max(behind, default=0),
                 "avgMsBehindLatest": round(sum(behind) / len(behind)) if behind else 0,
-                "recordsRead": sum(lag.records for lag in last),
-                "bytesRead": sum(lag.bytes for lag in last),
+                "recordsRead": records,
+                "bytesRead": size,
+                "shardsWithDataLoss": lossy,
             }
         return {"v": REPORT_VERSION, "batch": self._batch, "streams": streams}

@@ -24,7 +24,7 @@ from ..state.offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOff
 from . import lineage
 from .batch_shape import BatchShape
 from .discovery import ShardDiscovery, now_ms, recreated_streams
-from .lag import LagTracker
+from .lag import LagTracker, report_losses
 
 log = logging.getLogger(__name__)
 _AVAILABLE_NOW_LISTINGS = 6  # listings tried after a closure before an AvailableNow run gives up
@@ -206,6 +206,7 @@ class Planner:
                     ends[ref] = end
         self._ends_cache = (offset.batch, ends)
         self.shape.observe(ends, unrun)
+        report_losses(offset.batch, ends)
         return ends
 
     def _close_unrun(self, offset: SourceOffset, task: int, starts: dict[ShardRef, Position]) -> TaskEnd:

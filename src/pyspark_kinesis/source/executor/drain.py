@@ -91,7 +91,7 @@ class Spill:
 
 def summed(chunks: list[ShardEnd]) -> ShardEnd:
     """The shard's end over its chunks: where the last one stopped and why, from the first one's
-    start, the counts added up, the first record the first one that has one read."""
+    start, the counts and losses added up, the first record the first one that has one read."""
     last = chunks[-1]
     return replace(
         last,
@@ -100,6 +100,7 @@ def summed(chunks: list[ShardEnd]) -> ShardEnd:
         bytes=sum(c.bytes for c in chunks),
         first=next((c.first for c in chunks if c.first is not None), None),
         chunks=tuple(chunks),
+        losses=tuple(text for c in chunks for text in c.losses),
     )
 
 

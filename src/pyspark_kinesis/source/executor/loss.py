@@ -11,6 +11,10 @@ whether a start that is gone cost anything:
   aged out: every later record arrived after the tip was seen.
 - A start at a timestamp older than the retention may have lost the records from then up to the oldest
   one left, unless the tip rule says otherwise.
+
+A loss the read goes on past is also kept (`losses`) for the shard's batch-end record: the warning here
+lands in the log of whichever executor ran the task, where an operator of a cluster rarely looks; the
+driver reads the record anyway and reports the loss in its own log and in the lag report.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class LossPolicy:
         self.where, self.batch, self.fail = where, batch, fail_on_data_loss
         self.retention_ms = retention_ms or MIN_RETENTION_MS
         self.tip_ms = tip_ms
+        self.losses: list[str] = []  # what this read went on without (failOnDataLoss=false), in order
 
     def unaged(self, since_ms: int) -> bool:
         """No record that arrived after `since_ms` can have aged out yet (0: nothing is known)."""
@@ -56,6 +61,7 @@ class LossPolicy:
         log.warning(
             "%s, batch %d: %s; failOnDataLoss=false: going on without them", self.where, self.batch, what
         )
+        self.losses.append(what)
 
     def aged_out(self, what: str) -> None:
         """The read's start is past retention: a loss, unless no record after it can have aged out."""

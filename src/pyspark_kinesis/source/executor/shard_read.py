@@ -315,6 +315,7 @@ class ShardRead(BatchCut):
             read_at_ms=int(time.time() * 1000),
             first=self.first,
             holder=self.holder,
+            losses=tuple(self.policy.losses),
         )
 
 

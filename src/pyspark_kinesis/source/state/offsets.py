@@ -204,6 +204,9 @@ class ShardEnd:
     # drainInOneBatch: the chunks the shard was read in, each bounded like a batch's read of one shard,
     # in order (this end sums them up). A replay reads them one by one, each to its own recorded end.
     chunks: tuple[ShardEnd, ...] = ()
+    # What the read went on without under failOnDataLoss=false (records past retention), each as the
+    # executor's warning said it: the driver reports them from here, whichever executor read the shard.
+    losses: tuple[str, ...] = ()
 
     @staticmethod
     def not_run(start: Position) -> ShardEnd:
@@ -225,6 +228,7 @@ class ShardEnd:
             **({"unrun": True} if self.unrun else {}),
             **({"h": self.holder} if self.holder else {}),
             **({"chunks": [c.to_json() for c in self.chunks]} if self.chunks else {}),
+            **({"loss": list(self.losses)} if self.losses else {}),
         }
 
     @staticmethod
@@ -243,6 +247,7 @@ class ShardEnd:
             unrun=bool(data.get("unrun", False)),
             holder=str(data.get("h", "")),
             chunks=tuple(ShardEnd.from_json(c) for c in data.get("chunks", ())),
+            losses=tuple(str(text) for text in data.get("loss", ())),
         )
 
 
