@@ -15,11 +15,14 @@ import pyarrow.parquet as pq
 
 APP = Path(__file__).with_name("integration") / "driver_app.py"
 ROOT = Path(__file__).resolve().parents[1]
+# On the PYTHONPATH of every driver started here (and of its local executors): the task-failure seam,
+# active only where PYSPARK_KINESIS_FAULT is set (tests/support/task_faults/sitecustomize.py).
+TASK_FAULTS = ROOT / "tests" / "support" / "task_faults"
 
 
 def start_driver(cfg: dict, env: dict | None = None) -> subprocess.Popen:
     full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = str(ROOT)
+    full_env["PYTHONPATH"] = os.pathsep.join((str(ROOT), str(TASK_FAULTS)))
     full_env.update(env or {})
     # Its own session, so the SIGKILL below reaches the driver's JVM and Python workers too.
     return subprocess.Popen(

@@ -36,6 +36,7 @@ from pyspark_kinesis.cli.local_kinesis import LocalKinesis
 from tests.chaos.plan import LABELS, Plan, Result
 from tests.chaos.processes import Producer, all_pids, everything_in, session_pids
 from tests.driver import (
+    TASK_FAULTS,
     committed,
     durable_offsets,
     in_flight,
@@ -121,6 +122,7 @@ class ChaosRun:
             "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "000000000000"),
             "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "local"),
             "AWS_EC2_METADATA_DISABLED": "true",
+            "PYTHONPATH": str(TASK_FAULTS),  # (Spark adds its own entries to a Python worker's path)
         }
         return {f"spark.executorEnv.{k}": v for k, v in env.items()} | {"spark.cores.max": "4"}
 

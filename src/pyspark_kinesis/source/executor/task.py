@@ -24,7 +24,6 @@ from ...model import ShardRef
 from ..options import SourceConfig
 from ..state.batch_log import BatchEndLog
 from ..state.offsets import BackfillSlice, ShardEnd, ShardSlice, TaskEnd, TaskPlan
-from . import faults
 from .columns import Columns
 from .cutting import ShardLimits
 from .pages import ReadContext
@@ -120,7 +119,6 @@ def record_first(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None
         read(plan, record.shards)
         return
     mine = TaskEnd(token=plan.token, batch=plan.batch, task=plan.task, shards=read(plan, None))
-    faults.maybe_fail("before-record")
     winner = log.write(mine)
     if winner is not mine:
         # Another attempt (a retry, a speculative copy, or the driver closing a task it took for
@@ -131,7 +129,6 @@ def record_first(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None
         again = {p.ref for p in plan.shards if not same_read(winner.shards[p.ref], mine.shards[p.ref])}
         if again:
             read(replace(plan, shards=tuple(p for p in plan.shards if p.ref in again)), winner.shards)
-    faults.maybe_fail("after-record")
 
 
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
