@@ -132,9 +132,9 @@ class RecordedLag:
 def lag(progress: Any, recorded: RecordedLag | None = None) -> dict[str, dict[str, Any]]:
     """Stream ARN -> its lag figures (`shards`, `shardsBehind`, `shardsLagUnknown`, `maxMsBehindLatest`,
     `avgMsBehindLatest`, `recordsRead`, `bytesRead`, `shardsWithDataLoss`, `batch`: the batch they were
-    measured in), over
-    every Kinesis source of the query. Empty before the first batch, or for a query without one. On
-    PySpark 4.0/4.1, whose progress carries no lag, from the batch-end records through `recorded`."""
+    measured in), over every Kinesis source of the query. Empty before the first batch, or for a query
+    without one. On PySpark 4.0/4.1, whose progress carries no lag, from the batch-end records through
+    `recorded`."""
     data = _progress_dict(progress)
     reports: list[Mapping[str, Any]] = [
         r for r in (_report(s.get("latestOffset")) for s in (data or {}).get("sources") or []) if r
