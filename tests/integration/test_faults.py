@@ -125,7 +125,7 @@ def test_an_attempt_that_loses_the_race_after_data_aged_out_does_not_emit_other_
     """Attempt A read 50 records from TRIM_HORIZON and recorded them; attempt B (speculative) read the
     same shard after its first 10 records aged out, to the same end, and loses the race to record it.
     B's 40 rows are not the batch's 50: it must fail loudly, or with failOnDataLoss=false say so."""
-    from pyspark_kinesis.source.executor import faults
+    from pyspark_kinesis.source.state.batch_log import BatchEndLog
 
     kin = client(kinesis_local.endpoint)
     stream = new_stream(kin, shards=1)
@@ -154,11 +154,13 @@ def test_an_attempt_that_loses_the_race_after_data_aged_out_does_not_emit_other_
         store.delete_folder("tok/batch-000000000000")
         proxy.trim(sid, tenth)
 
-        def a_records_first(step: str) -> None:
-            if step == "before-record":  # A's record lands between B's read and B's write
-                store.put_if_absent(task_key("tok", 0, 0), record)
+        write = BatchEndLog.write
 
-        monkeypatch.setattr(faults, "maybe_fail", a_records_first)
+        def a_records_first(self, mine):  # A's record lands between B's read and B's write
+            store.put_if_absent(task_key("tok", 0, 0), record)
+            return write(self, mine)
+
+        monkeypatch.setattr(BatchEndLog, "write", a_records_first)
         if fail_on_data_loss:
             with pytest.raises(DataLossError, match="past retention"):
                 list(read_task(config_, plan))
