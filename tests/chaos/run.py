@@ -59,7 +59,7 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "counts the records that stop took before the query delivered them (not counted as lost) and the "
         'data-loss reports the driver logged for them ("Data loss in batch ...", from the batch-end '
         "records, whichever executor read the shard; one per shard and batch, again after a driver "
-        "restart; a replayed batch's loss is in its executor's log only).",
+        "restart; a task retried within one run reports its replay's loss in its executor's log only).",
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "

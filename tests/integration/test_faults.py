@@ -16,7 +16,7 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver.discovery import resolve_streams
 from pyspark_kinesis.source.executor.task import read_task
 from pyspark_kinesis.source.options import parse_options
-from pyspark_kinesis.source.state.batch_log import task_key
+from pyspark_kinesis.source.state.batch_log import loss_key, task_key
 from pyspark_kinesis.source.state.offsets import ShardSlice, TaskPlan
 from pyspark_kinesis.source.state.store import open_store
 from tests.driver import committed, config, kill_in_window, output_rows, run_driver, start_driver
@@ -167,3 +167,5 @@ def test_an_attempt_that_loses_the_race_after_data_aged_out_does_not_emit_other_
         else:
             loser = [r for b in read_task(config_, plan) for r in b.to_pylist()]
             assert [r["sequenceNumber"] for r in loser] == [r["sequenceNumber"] for r in winner[10:]]
+            # noted beside the winner's record, for the driver to report
+            assert b"about 10 records are past retention" in (store.get(loss_key("tok", 0, 0)) or b"")

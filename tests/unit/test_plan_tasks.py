@@ -1,4 +1,4 @@
-"""What each Spark task of a batch is told (src/pyspark_kinesis/source/driver/planner.py `plan_tasks`),
+"""What each Spark task of a batch is told (src/pyspark_kinesis/source/driver/tasks.py `plan_tasks`),
 pinned field by field: its token, batch, task number, shards with their start, budget, closed flag, tip
 time and holder hint, the batch's cutoff and the run's relay key; and the shards of streams gone from
 the options, or re-created, left out with a warning that names them."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.driver import planner
-from pyspark_kinesis.source.driver.planner import plan_tasks
+from pyspark_kinesis.source.driver import tasks
+from pyspark_kinesis.source.driver.tasks import plan_tasks
 from pyspark_kinesis.source.state.offsets import ShardSlice, ShardState, SourceOffset, TaskPlan
 from tests.unit.planner_fakes import CREATED, arn, config, config_with_created
 
@@ -56,7 +56,7 @@ def test_without_holders_or_a_key_nothing_is_made_up():
 
 
 def test_shards_of_a_stream_no_longer_in_the_options_are_left_out_naming_it(caplog):
-    with caplog.at_level(logging.WARNING, logger=planner.__name__):
+    with caplog.at_level(logging.WARNING, logger=tasks.__name__):
         plans = plan_tasks(offset(), config("a"))
     assert [(p.task, [s.ref for s in p.shards]) for p in plans] == [(0, [(A, "s1")]), (1, [(A, "s0")])]
     assert caplog.messages == [
@@ -65,7 +65,7 @@ def test_shards_of_a_stream_no_longer_in_the_options_are_left_out_naming_it(capl
 
 
 def test_a_task_left_with_no_shard_is_not_planned_and_the_rest_still_are(caplog):
-    with caplog.at_level(logging.WARNING, logger=planner.__name__):
+    with caplog.at_level(logging.WARNING, logger=tasks.__name__):
         plans = plan_tasks(offset(), config("b"))
     assert [(p.task, [s.ref for s in p.shards]) for p in plans] == [(1, [(B, "s0")])]
     assert len(caplog.messages) == 2  # task 0 (only a's shard) and task 1 (a's beside b's)
@@ -73,14 +73,14 @@ def test_a_task_left_with_no_shard_is_not_planned_and_the_rest_still_are(caplog)
 
 
 def test_nothing_is_logged_when_every_shard_is_kept(caplog):
-    with caplog.at_level(logging.WARNING, logger=planner.__name__):
+    with caplog.at_level(logging.WARNING, logger=tasks.__name__):
         plan_tasks(offset(), config("a", "b"))
     assert caplog.messages == []
 
 
 def test_with_fail_on_data_loss_off_a_re_created_streams_shards_are_left_out(caplog):
     recreated = config_with_created(config("a", "b"), CREATED + 1, failOnDataLoss="false")
-    with caplog.at_level(logging.WARNING, logger=planner.__name__):
+    with caplog.at_level(logging.WARNING, logger=tasks.__name__):
         plans = plan_tasks(offset(), recreated)
     assert plans == []
     assert any(

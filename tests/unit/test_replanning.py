@@ -218,7 +218,7 @@ def test_the_tip_is_remembered_where_a_read_found_it():
 
 
 def _tasks(offset: SourceOffset, h: Harness):
-    from pyspark_kinesis.source.driver.planner import plan_tasks
+    from pyspark_kinesis.source.driver.tasks import plan_tasks
 
     return plan_tasks(offset, h.config)
 

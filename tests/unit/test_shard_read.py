@@ -159,6 +159,12 @@ def test_a_replay_loss_is_a_warning_with_fail_on_data_loss_false():
     recorded = ShardEnd(Position.trim_horizon(), Position.after("9"), records=4, first=("1", 0))
     cols, end, _source = read([page([1, 5, 9], behind_ms=0)], expect=recorded, fail=False)
     assert seqs(cols) == ["1", "5", "9"] and end.end == Position.after("9")
+    # (noted beside the record for the driver, which reports it: see test_replay_losses.py)
+    assert end.losses == (
+        "batch 7 must be read again exactly as first read (4 records from sequence number 1, TRIM_HORIZON up "
+        "to after sequence number 9), but the stream now gives 3 records from sequence number 1: about 1 "
+        "records are past retention (or the stream was deleted and re-created)",
+    )
 
 
 # -- a start that aged out -----------------------------------------------------------------------

@@ -155,7 +155,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         return self.planner.lag.report()
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        from .driver.planner import plan_tasks
+        from .driver.tasks import plan_tasks
 
         offset = self._see(SourceOffset.from_json(end))
         if start == end:

@@ -1,4 +1,4 @@
-"""Driver-side planning: the initial offset, each next offset, and the tasks of a batch.
+"""Driver-side planning: the initial offset and each next offset (the tasks of a batch: `tasks`).
 
 The driver never calls GetRecords. It learns where batch k stopped from the tasks' records in the
 batch-end log, turns those ends into the start positions of batch k+1, applies the lineage rule and
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 
 from ...aws.kinesis import KinesisProxy
@@ -20,7 +20,7 @@ from ...errors import CheckpointMismatchError, StreamAccessError
 from ...model import Position, ShardRef
 from ..options import SourceConfig
 from ..state.batch_log import BatchEndLog, offset_digest
-from ..state.offsets import NO_TASK, ShardEnd, ShardSlice, ShardState, SourceOffset, TaskEnd, TaskPlan
+from ..state.offsets import NO_TASK, ShardEnd, ShardState, SourceOffset, TaskEnd
 from . import lineage
 from .batch_shape import BatchShape
 from .discovery import ShardDiscovery, now_ms, recreated_streams
@@ -28,47 +28,6 @@ from .lag import LagTracker, report_losses
 
 log = logging.getLogger(__name__)
 _AVAILABLE_NOW_LISTINGS = 6  # listings tried after a closure before an AvailableNow run gives up
-
-
-def plan_tasks(
-    offset: SourceOffset,
-    config: SourceConfig,
-    holders: Mapping[ShardRef, str] | None = None,
-    relay_key: bytes = b"",
-) -> list[TaskPlan]:
-    """The tasks of the batch `offset` describes, in task order: what each reads, from where, within
-    which budget; with `holders`, where each shard's last read kept its continuation (a hint the
-    offset does not carry: see `ShardEnd.holder`). Shards of streams no longer in the options are left out (their settings are gone),
-    and so, with failOnDataLoss=false, are those of streams re-created since (see `recreated_streams`)."""
-    plans = []
-    gone = set(recreated_streams(offset, config))
-    for task, refs in sorted(offset.tasks().items()):
-        kept = [ref for ref in refs if config.stream(ref[0]) is not None and ref[0] not in gone]
-        if len(kept) < len(refs):
-            # A batch logged before a restart that removed streams: the removed ones cannot be read;
-            # they leave the query here, as from the next batch on.
-            gone_now = ", ".join(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept}))
-            log.warning("Batch %d: skipping shards of streams no longer in the options, or re-created: %s", offset.batch, gone_now)  # fmt: skip
-        if not kept:
-            continue
-        slices = tuple(
-            ShardSlice(
-                stream,
-                sid,
-                state.position,
-                state.max_records,
-                state.max_bytes,
-                state.closed,
-                state.tip_ms,
-                (holders or {}).get((stream, sid), ""),
-            )
-            for stream, sid in kept
-            for state in (offset.state((stream, sid)),)
-        )
-        plans.append(
-            TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms, relay_key, offset.drain)
-        )
-    return plans
 
 
 class Planner:
@@ -90,7 +49,7 @@ class Planner:
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow, and by drainInOneBatch
         self.drain = False  # drainInOneBatch: batches planned read every shard to the cutoff (one batch)
         # Where each shard's last read kept its continuation (`ShardEnd.holder`): handed to the next
-        # batch's tasks (`plan_tasks`). A hint held in memory: after a restart reads subscribe anew.
+        # batch's tasks (`tasks.plan_tasks`). A hint held in memory: after a restart reads subscribe anew.
         self.holders: dict[ShardRef, str] = {}
         self.token: str | None = None  # the query's, once known (its `live` record is renewed)
         self.shape = BatchShape(config)
@@ -101,6 +60,7 @@ class Planner:
         self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
         self._looked_up: set[int] = set()  # batches whose `planned` marker this run has looked at
         self._planned_here: dict[int, str] = {}  # batch -> digest of its offset, planned or checked here
+        self._replayed: set[int] = set()  # batches whose tasks replay records (checked or re-planned here)
         self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
 
     # -- start of a new query --------------------------------------------------------------------
@@ -172,6 +132,7 @@ class Planner:
                 "another copy). Use this query's own checkpoint and metadataPath."
             )
         self._planned_here[end.batch] = offset_digest(end.to_json())
+        self._replayed.add(end.batch)
 
     def committed(self, end: SourceOffset) -> None:
         """Spark committed batch `end.batch`: no restart can need the records of it or before it."""
@@ -189,7 +150,7 @@ class Planner:
         unrun: list[ShardRef] = []
         for task, all_refs in offset.tasks().items():
             # Shards of streams removed from the options (or re-created) were not read when the batch
-            # ran after the restart (see `plan_tasks`): they have no end to find.
+            # ran after the restart (see `tasks.plan_tasks`): they have no end to find.
             refs = [ref for ref in all_refs if ref[0] in self._configured and ref[0] not in self._recreated]
             if not refs:
                 continue
@@ -204,6 +165,8 @@ class Planner:
                     unrun.append(ref)
                 else:
                     ends[ref] = end
+        if offset.batch in self._replayed:  # what its replays went on without (`task._note_losses`)
+            ends = self.log.with_noted_losses(offset.token, offset.batch, ends)
         self._ends_cache = (offset.batch, ends)
         self.shape.observe(ends, unrun)
         report_losses(offset.batch, ends)
@@ -306,6 +269,7 @@ class Planner:
         ends = self.recorded_ends(start)
         again = self._planned_before(start)
         if again is not None:
+            self.lag.update(start.batch, ends, again.streams)  # (what batch `start.batch` read, as below)
             return again
         streams = self._follow_options(self.advance(start, ends))
         for key in sorted(self._recreated):
@@ -369,6 +333,7 @@ class Planner:
             if self.config.stream(key) is not None:  # what aged out since it was planned is reported
                 self.discovery.refresh(key, dict(states), force=False, cutoff_ms=None)
         self._planned_here[batch] = offset_digest(marker.offset)
+        self._replayed.add(batch)
         return again
 
     def _discover(

@@ -106,15 +106,17 @@ class LossPolicy:
         wanted = f"{expect.records} records" + (
             f" from sequence number {expect.first[0]}" if expect.first else ""
         )
-        text = (
-            f"{self.where}: batch {self.batch} must be read again exactly as first read ({wanted}, "
+        what = (
+            f"batch {self.batch} must be read again exactly as first read ({wanted}, "
             f"{start.describe()} up to {expect.end.describe()}), but the stream now gives {found}"
             f"{'' if reached else ' and does not reach that end'}: about {lost} records are past retention "
             "(or the stream was deleted and re-created)"
         )
+        text = f"{self.where}: {what}"
         if self.fail:
             raise DataLossError(
                 f"{text}. The batch cannot be replayed exactly. Set failOnDataLoss=false to accept the loss "
                 "and go on with the records that are left."
             )
         log.warning("%s; failOnDataLoss=false: going on without them", text)
+        self.losses.append(what)

@@ -116,7 +116,7 @@ def record_first(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None
     record = log.read(plan.token, plan.batch, plan.task)
     if record is not None:
         log.check(record, starts)
-        read(plan, record.shards)
+        _note_losses(log, plan, read(plan, record.shards))
         return
     mine = TaskEnd(token=plan.token, batch=plan.batch, task=plan.task, shards=read(plan, None))
     winner = log.write(mine)
@@ -128,7 +128,16 @@ def record_first(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None
         log.check(winner, starts)
         again = {p.ref for p in plan.shards if not same_read(winner.shards[p.ref], mine.shards[p.ref])}
         if again:
-            read(replace(plan, shards=tuple(p for p in plan.shards if p.ref in again)), winner.shards)
+            ends = read(replace(plan, shards=tuple(p for p in plan.shards if p.ref in again)), winner.shards)
+            _note_losses(log, plan, ends)
+
+
+def _note_losses(log: BatchEndLog, plan: TaskPlan, ends: Mapping[ShardRef, ShardEnd]) -> None:
+    """What a replay went on without (failOnDataLoss=false), beside the record it replayed: the record
+    describes the first attempt and stands, and the driver reports only what the log holds."""
+    lost = {ref: end.losses for ref, end in ends.items() if end.losses}
+    if lost:
+        log.note_losses(plan.token, plan.batch, plan.task, lost)
 
 
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:

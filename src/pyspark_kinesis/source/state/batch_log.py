@@ -14,6 +14,8 @@ carry):
     <token>/batch-000000000007/planned.json     batch 7 was planned, and its offset (written before Spark
                                                logs it)
     <token>/batch-000000000007/task-00003.json  where task 3 of batch 7 stopped on each of its shards
+    <token>/batch-000000000007/loss-task-00003.json  what a replay of that task went on without
+                                               (failOnDataLoss=false), for the driver to report
 
 A batch's tasks need not all run: a `foreachBatch` that calls `df.show()` or `df.take(n)`, or returns
 without touching `df`, leaves tasks that never ran and never recorded anything. Such a task emitted
@@ -39,7 +41,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -79,6 +81,10 @@ def batch_folder(token: str, batch: int) -> str:
 
 def task_key(token: str, batch: int, task: int) -> str:
     return f"{batch_folder(token, batch)}/task-{task:05d}.json"
+
+
+def loss_key(token: str, batch: int, task: int) -> str:
+    return f"{batch_folder(token, batch)}/loss-task-{task:05d}.json"
 
 
 def planned_key(token: str, batch: int) -> str:
@@ -218,6 +224,34 @@ class BatchEndLog:
                     f"'{self.location}' does not match the checkpoint for shard {ref[1]} of {ref[0]}. "
                     "metadataPath must belong to this query's checkpoint only."
                 )
+
+    # -- what replays went on without ------------------------------------------------------------
+    def note_losses(
+        self, token: str, batch: int, task: int, losses: Mapping[ShardRef, tuple[str, ...]]
+    ) -> None:
+        """A replay of a task returned fewer rows than its record says and went on (failOnDataLoss=false).
+        The record stands (it describes the first attempt), so what the replay went without is kept
+        beside it for the driver, which reports it (`lag.report_losses`); the first note of a task stands."""
+        streams: dict[str, dict[str, list[str]]] = {}
+        for (key, sid), texts in sorted(losses.items()):
+            streams.setdefault(key, {})[sid] = list(texts)
+        self.store.put_if_absent(loss_key(token, batch, task), orjson.dumps({"streams": streams}))
+
+    def with_noted_losses(
+        self, token: str, batch: int, ends: Mapping[ShardRef, ShardEnd]
+    ) -> dict[ShardRef, ShardEnd]:
+        """`ends` with the losses replays of batch `batch` noted (`note_losses`) added to theirs: one
+        listing of the batch's folder, and one read per note."""
+        out = dict(ends)
+        folder = batch_folder(token, batch)
+        for name in self.store.list_records(folder):
+            data = self.store.get(f"{folder}/{name}") if name.startswith("loss-task-") else None
+            for key, shards in (orjson.loads(data)["streams"] if data else {}).items():
+                for sid, texts in shards.items():
+                    if (key, sid) in out:
+                        end = out[(key, sid)]
+                        out[(key, sid)] = replace(end, losses=end.losses + tuple(map(str, texts)))
+        return out
 
     # -- garbage collection --------------------------------------------------------------------
     def collect(self, token: str, below: int) -> None:

@@ -1,0 +1,57 @@
+"""The tasks of a batch, as Spark's `partitions()` hands them out: each a plain `TaskPlan` built from the
+offset alone (what it reads, from where, within which budget), so a replay after a restart plans
+exactly the tasks the first run did.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from ...model import ShardRef
+from ..options import SourceConfig
+from ..state.offsets import ShardSlice, SourceOffset, TaskPlan
+from .discovery import recreated_streams
+
+log = logging.getLogger(__name__)
+
+
+def plan_tasks(
+    offset: SourceOffset,
+    config: SourceConfig,
+    holders: Mapping[ShardRef, str] | None = None,
+    relay_key: bytes = b"",
+) -> list[TaskPlan]:
+    """The tasks of the batch `offset` describes, in task order: what each reads, from where, within
+    which budget; with `holders`, where each shard's last read kept its continuation (a hint the
+    offset does not carry: see `ShardEnd.holder`). Shards of streams no longer in the options are left out (their settings are gone),
+    and so, with failOnDataLoss=false, are those of streams re-created since (see `recreated_streams`)."""
+    plans = []
+    gone = set(recreated_streams(offset, config))
+    for task, refs in sorted(offset.tasks().items()):
+        kept = [ref for ref in refs if config.stream(ref[0]) is not None and ref[0] not in gone]
+        if len(kept) < len(refs):
+            # A batch logged before a restart that removed streams: the removed ones cannot be read;
+            # they leave the query here, as from the next batch on.
+            gone_now = ", ".join(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept}))
+            log.warning("Batch %d: skipping shards of streams no longer in the options, or re-created: %s", offset.batch, gone_now)  # fmt: skip
+        if not kept:
+            continue
+        slices = tuple(
+            ShardSlice(
+                stream,
+                sid,
+                state.position,
+                state.max_records,
+                state.max_bytes,
+                state.closed,
+                state.tip_ms,
+                (holders or {}).get((stream, sid), ""),
+            )
+            for stream, sid in kept
+            for state in (offset.state((stream, sid)),)
+        )
+        plans.append(
+            TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms, relay_key, offset.drain)
+        )
+    return plans
