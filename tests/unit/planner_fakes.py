@@ -7,6 +7,7 @@ can be driven batch by batch here, with the tasks' records written by the test.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -172,3 +173,8 @@ def one_stream(**options: str) -> Harness:
     """Stream "a" of two shards (each half the hash key space), planned with `options`."""
     kinesis = FakeKinesis({arn("a"): [shard("s0", high=HALF - 1), shard("s1", low=HALF)]})
     return Harness(config("a", **options), kinesis, Clock())
+
+
+def logged(offset: SourceOffset) -> SourceOffset:
+    """The offset as Spark's offset log gives it back (JSON text and back)."""
+    return SourceOffset.from_json(json.loads(json.dumps(offset.to_json())))

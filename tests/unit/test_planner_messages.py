@@ -15,14 +15,9 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver import planner as planner_module
 from pyspark_kinesis.source.state.batch_log import planned_key
 from pyspark_kinesis.source.state.offsets import ShardState, SourceOffset
-from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, one_stream, read, shard
+from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, logged, one_stream, read, shard
 
 A = arn("a")
-
-
-def logged(offset: SourceOffset) -> SourceOffset:
-    """The offset as Spark's offset log gives it back."""
-    return SourceOffset.from_json(json.loads(json.dumps(offset.to_json())))
 
 
 def test_the_start_of_a_query_is_one_line_per_stream(caplog):

@@ -20,14 +20,9 @@ from pyspark_kinesis.source.state.batch_log import (
     source_key,
 )
 from pyspark_kinesis.source.state.offsets import SourceOffset
-from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, one_stream, read, shard
+from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, logged, one_stream, read, shard
 
 A = arn("a")
-
-
-def logged(offset: SourceOffset) -> SourceOffset:
-    """The offset as Spark gives it back from its offset log."""
-    return SourceOffset.from_json(offset.to_json())
 
 
 def test_a_batch_planned_again_gets_the_offset_it_was_planned_with():

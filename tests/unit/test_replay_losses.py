@@ -15,8 +15,7 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor.task import record_first
 from pyspark_kinesis.source.state.batch_log import BatchEndLog, loss_key
 from pyspark_kinesis.source.state.offsets import ShardSlice, TaskEnd, TaskPlan
-from tests.unit.planner_fakes import arn, config, one_stream, read
-from tests.unit.test_planner_messages import logged
+from tests.unit.planner_fakes import arn, config, logged, one_stream, read
 
 A = arn("a")
 REF = (A, "s0")
@@ -40,7 +39,7 @@ def test_a_note_adds_to_the_ends_of_its_shards_and_the_first_note_of_a_task_stan
     assert log.with_noted_losses("tok", 1, ends) == ends  # another batch's folder: nothing noted there
 
 
-def _plan(cfg, task: int = 0) -> TaskPlan:
+def _plan(task: int = 0) -> TaskPlan:
     return TaskPlan("tok", 0, task, (ShardSlice(A, "s0", Position.trim_horizon(), 10, 10_000),), None)
 
 
@@ -48,12 +47,12 @@ def test_a_replay_notes_what_it_went_without_and_a_first_attempt_does_not(tmp_pa
     cfg = config("a", metadataPath=str(tmp_path))
     log = BatchEndLog.open(str(tmp_path))
     first = read(Position.trim_horizon(), 5, tip=False)
-    record_first(cfg, _plan(cfg), lambda plan, expect: {REF: first})  # a first attempt: it records
+    record_first(cfg, _plan(), lambda plan, expect: {REF: first})  # a first attempt: it records
     assert log.read("tok", 0, 0) is not None and log.store.get(loss_key("tok", 0, 0)) is None
     short = replace(first, records=2, losses=(GONE,))
-    record_first(cfg, _plan(cfg), lambda plan, expect: {REF: short})  # a replay of that record
+    record_first(cfg, _plan(), lambda plan, expect: {REF: short})  # a replay of that record
     assert log.with_noted_losses("tok", 0, {REF: first}) == {REF: replace(first, losses=(GONE,))}
-    record_first(cfg, _plan(cfg, task=1), lambda plan, expect: {REF: short})  # (first attempt, with loss)
+    record_first(cfg, _plan(task=1), lambda plan, expect: {REF: short})  # (first attempt, with loss)
     assert log.store.get(loss_key("tok", 0, 1)) is None  # its record holds the loss itself
 
 
