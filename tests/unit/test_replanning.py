@@ -80,9 +80,30 @@ def test_records_live_until_spark_commits_their_batch():
     token = offsets[0].token
     folders = BatchEndLog(h.store, "mem://").store.list_folders(token)
     assert [f for f in folders if f.startswith("batch-")] == [batch_folder(token, b)[33:] for b in range(4)]
-    planner.committed(offsets[2])  # batch 1 committed: batches 0 and 1 can go
+    planner.committed(offsets[2])  # the batch ending at batch 1's offset committed: batch 0 can go
     folders = h.store.list_folders(token)
-    assert [f for f in folders if f.startswith("batch-")] == [batch_folder(token, b)[33:] for b in (2, 3)]
+    assert [f for f in folders if f.startswith("batch-")] == [batch_folder(token, b)[33:] for b in (1, 2, 3)]
+
+
+def test_an_offset_committed_while_it_is_still_the_latest_keeps_what_planning_from_it_needs():
+    """Spark's order for a batch in which this source did not move (a stateful query's no-data batch,
+    a batch only another source had data for): it logs that batch with the source's offset unchanged
+    and commits that same offset; the next planning, in this run or after a restart, starts from it."""
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first)
+    second = planner.next_offset(first, None, None)
+    h.run(second)
+    planner.committed(logged(first))  # Spark logs the batch after `first`'s and commits `first`
+    planner.committed(logged(second))  # a no-data batch logged with `second` unchanged: `second` committed
+    third = h.planner().next_offset(logged(second), None, None)  # a restart plans from `second`
+    assert third.batch == 2
+    assert {s.position for s in third.streams[A].values()} == {Position.after("1010")}
+    token = first.token
+    assert [f for f in h.store.list_folders(token) if f.startswith("batch-")] == [
+        batch_folder(token, b)[33:] for b in (1, 2)
+    ]  # batch 0, which no planning needs, is gone
 
 
 def start(h: Harness) -> SourceOffset:

@@ -135,9 +135,13 @@ class Planner:
         self._replayed.add(end.batch)
 
     def committed(self, end: SourceOffset) -> None:
-        """Spark committed batch `end.batch`: no restart can need the records of it or before it."""
+        """Spark committed the batch that ended at `end`: no restart replays a batch before it, nor
+        plans from one. Batch `end.batch`'s own records stay: Spark commits a source's offset also
+        when it logs a batch in which that source did not move (a stateful query's no-data batch,
+        a batch only another source of the query has data for), and the next planning from that
+        same offset needs them. They go when a later offset is committed."""
         if end.batch >= 0:
-            self.log.collect(end.token, end.batch + 1)
+            self.log.collect(end.token, end.batch)
 
     # -- reading what the last batch did ---------------------------------------------------------
     def recorded_ends(self, offset: SourceOffset) -> dict[ShardRef, ShardEnd]:

@@ -28,7 +28,7 @@ records are gone.
 Spark may plan a batch again: after a crash under asynchronous progress tracking, it plans from an
 older durable offset, and batches that ran already are planned anew. The marker keeps the offset the
 batch was planned with, and planning the same batch again returns it unchanged, so the batch reads
-exactly what it read before. Records live until Spark's `commit()` has passed their batch.
+exactly what it read before. A batch's records live until Spark commits a later offset than its own.
 
 One metadataPath serves one running query: its driver renews a `live` record, and a query with
 another token that finds a fresh one refuses to start (two queries would share the default fan-out
@@ -255,11 +255,11 @@ class BatchEndLog:
 
     # -- garbage collection --------------------------------------------------------------------
     def collect(self, token: str, below: int) -> None:
-        """Delete the records of batches before `below`. Spark commits a batch to the source once a
-        later batch's offset is durable in its offset log (at once without, every interval with
-        asynchronous progress tracking), and a restart plans again from the latest durable offset at
-        the earliest: so once batch `below - 1` is committed, nothing before `below` can be replayed
-        nor planned again."""
+        """Delete the records of batches before `below`, the batch of an offset Spark committed
+        (`Planner.committed`). Spark commits an offset once a later batch is durable in its offset log
+        (at once without, every interval with asynchronous progress tracking), and a restart replays
+        or plans from the latest durable offset at the earliest: nothing before that offset's batch is
+        read again, while its own records are what the next planning from it reads."""
         if below <= self._collected_below.get(token, 0):
             return
         for name in self.store.list_folders(token):
