@@ -62,25 +62,28 @@ def start_running(df, checkpoint: str, collector: Collector, interval: str = "20
 MAX_DRAIN_RUNS = 60  # PySpark 4.0/4.1: one batch per AvailableNow run, so a drain takes several runs
 
 
-def run_available_now(spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180) -> list:
+def run_available_now(
+    spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180, output_mode: str = "append"
+) -> list:
     """An AvailableNow run into `collector`. On PySpark 4.0/4.1, where Spark runs a Python source's
     AvailableNow as one batch (see `spark_api`), runs again until a run brings nothing, as a user
     draining a backlog there would: each run goes on exactly where the last one ended. Returns the
     queries run."""
     if spark_api.ADMISSION_CONTROL:
-        return [_run_available_now(df, checkpoint, collector, timeout_s)]
+        return [_run_available_now(df, checkpoint, collector, timeout_s, output_mode)]
     queries = []
     for _run in range(MAX_DRAIN_RUNS):
         before = len(collector.rows)
-        queries.append(_run_available_now(df, checkpoint, collector, timeout_s))
+        queries.append(_run_available_now(df, checkpoint, collector, timeout_s, output_mode))
         if len(collector.rows) == before:
             return queries
     raise AssertionError(f"{MAX_DRAIN_RUNS} AvailableNow runs did not drain the stream")
 
 
-def _run_available_now(df, checkpoint: str, collector: Collector, timeout_s: float):
+def _run_available_now(df, checkpoint: str, collector: Collector, timeout_s: float, output_mode: str):
     query = (
-        df.writeStream.foreachBatch(collector)
+        df.writeStream.outputMode(output_mode)
+        .foreachBatch(collector)
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
