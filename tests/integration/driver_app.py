@@ -3,6 +3,7 @@
 It reads a stream with the kinesis source and writes each batch with foreachBatch to
 <out>/batch=<id> (overwrite: a replayed batch replaces its own output, so the sink is idempotent),
 keeping each row's position in the batch so arrival order can be checked afterwards. With
+"shape" (and "streams") it runs one of tests/support/query_shapes.py's queries instead. With
 "sink": "foreach" it writes through a `foreach` writer instead, one file per batch and partition
 (what asynchronous progress tracking, "async_ms", accepts: it refuses foreachBatch).
 Usage: python driver_app.py '<json config>'
@@ -96,8 +97,28 @@ def main() -> None:
         schema = df.schema.add("pos", "long")
         spark.createDataFrame(indexed, schema).write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
 
+    def source():
+        """The query's rows: the source's own, or a shape's (tests/support/query_shapes.py) over one
+        read per stream of `cfg["streams"]`, each with the options and its own metadataPath."""
+        if not cfg.get("shape"):
+            return reader.load()
+        from tests.support.query_shapes import SHAPES
+
+        shape = SHAPES[cfg["shape"]]
+        inputs = {}
+        for name, stream in cfg["streams"].items():
+            one = spark.readStream.format("kinesis").option("streamName", stream)
+            for key, value in cfg["options"].items():
+                one = one.option(key, f"{value}-{name}" if key == "metadataPath" else value)
+            inputs[name] = one.load()
+        return shape.build(inputs)
+
     def start():
-        stream = reader.load().writeStream.option("checkpointLocation", cfg["checkpoint"])
+        stream = source().writeStream.option("checkpointLocation", cfg["checkpoint"])
+        if cfg.get("shape"):
+            from tests.support.query_shapes import SHAPES
+
+            stream = stream.outputMode(SHAPES[cfg["shape"]].mode)
         if cfg.get("sink") == "foreach":
             writer = stream.foreach(PartitionFiles(out))
         else:

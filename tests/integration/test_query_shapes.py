@@ -10,11 +10,14 @@ its planning needed had been collected). One session, small data.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from typing import Any
 
 import pytest
 
+from tests.driver import committed, kill_in_window, output_rows, run_driver, start_driver, wait_while_running
 from tests.helpers import client, new_stream
 from tests.integration.streaming_util import Collector, reader, run_available_now, wait_for
 from tests.support.query_shapes import SHAPES, Records, Shape, put_records
@@ -182,3 +185,52 @@ def test_a_stateful_query_restarts_with_and_without_no_data_batches(
     finally:
         spark.conf.set(key, before)
     assert_equal(scenario.output(sink), scenario.expected(), f"noDataMicroBatches={no_data_batches}")
+
+
+@pytest.mark.slow
+def test_a_two_source_stateful_query_whose_driver_is_killed_mid_batch_restarts_exactly(
+    spark, kinesalite, tmp_path
+):
+    """The join of two streams in its own driver, SIGKILLed while a batch is in flight (its tasks
+    recording their ends) after a round of records on only one stream, then run to the end."""
+    shape = SHAPES["join"]
+    scenario = Scenario(spark, kinesalite.endpoint, shape, tmp_path)
+    cfg = {
+        "shape": shape.name,
+        "streams": scenario.streams,
+        "options": {
+            "region": "us-east-1",
+            "endpointUrl": kinesalite.endpoint,
+            "startingPosition": "TRIM_HORIZON",
+            "metadataPath": str(tmp_path / "meta"),
+            "maxRecordsPerBatch": "20",
+        },
+        "checkpoint": str(tmp_path / "cp"),
+        "out": str(tmp_path / "out"),
+        "pause_s": 1.0,
+    }
+    scenario.put()
+    process = start_driver(cfg)
+    try:
+        # Round 1 read whole (two batches of 20 per stream, and a no-data batch), then a round on the
+        # first stream only: killed in its second batch, in which the second stream stood still
+        # twice in a row (Spark committed its unchanged offset).
+        wait_while_running(lambda: committed(tmp_path / "cp") >= 3, 120, "round 1 read", process)
+        scenario.put(shape.streams[:1])
+        begun = committed(tmp_path / "cp")
+        wait_while_running(lambda: committed(tmp_path / "cp") > begun, 120, "a batch of round 2", process)
+        hit = kill_in_window(process, tmp_path / "cp", tmp_path / "meta-a", "mid-batch")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+    assert hit, "the kill found no batch in flight"
+    scenario.put(flush=True)
+    run_driver(dict(cfg, trigger="availableNow", pause_s=0))
+    by_batch: dict[int, list[dict]] = {}
+    for row in output_rows(tmp_path / "out"):
+        batch = row.pop("batch")
+        row.pop("pos")
+        by_batch.setdefault(batch, []).append(row)
+    actual = shape.fold(by_batch[b] for b in sorted(by_batch))
+    assert_equal(actual, scenario.expected(), "join, driver killed mid-batch")

@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pyspark_kinesis.aws.kinesis import TipAnswer
 from pyspark_kinesis.config.stream_specs import StreamSpec
 from pyspark_kinesis.errors import StreamAccessError, StreamRecreatedError
 from pyspark_kinesis.model import Position, ShardInfo, StreamIdentity
@@ -75,6 +76,11 @@ class FakeKinesis:
     failures: int = 0  # how many of the next listings fail (throttled, region down)
     created: dict[str, int] = field(default_factory=dict)  # creation time per stream (default CREATED)
     lagging: list[list[ShardInfo]] = field(default_factory=list)  # answered first: listings behind the stream
+    # What a look at an idle shard answers (`look_past_tip`), by shard id: default nothing new.
+    tips: dict[str, TipAnswer] = field(default_factory=dict)
+    looks: list[tuple[str, str, Position, str | None]] = field(
+        default_factory=list
+    )  # (stream, shard, at, iterator)
 
     def factory(self, spec: StreamSpec) -> FakeProxy:
         return FakeProxy(self, spec)
@@ -100,6 +106,11 @@ class FakeProxy:
         lagging = self.kinesis.lagging
         listed = list(lagging.pop(0) if lagging else self.kinesis.shards[self.spec.key])
         return [s for s in listed if not s.closed] if open_only else listed
+
+    def look_past_tip(self, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
+        self.kinesis.looks.append((self.spec.key, shard_id, position, iterator))
+        n = len(self.kinesis.looks)
+        return self.kinesis.tips.get(shard_id, TipAnswer(False, f"it-{shard_id}-{n}"))
 
 
 class Clock:

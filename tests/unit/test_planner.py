@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from pyspark_kinesis.aws.kinesis import TipAnswer
 from pyspark_kinesis.errors import (
     CheckpointMismatchError,
     DataLossError,
@@ -60,23 +61,72 @@ def test_idle_shards_wait_for_the_poll_interval():
     at_tip = {(A, sid): read(Position.trim_horizon(), 0, tip=True, at_ms=h.clock.now) for sid in ("s0", "s1")}
     h.run(first, at_tip)
     h.clock.now += 100
-    assert planner.next_offset(first, None, None) is first  # both idle, polled 100 ms ago: no batch
+    assert planner.next_offset(first, None, None) is first  # both idle, read 100 ms ago: no batch
+    assert h.kinesis.looks == []  # nor a look
+    h.kinesis.tips = {sid: TipAnswer(True) for sid in ("s0", "s1")}  # records arrived since
     h.clock.now += 400
     again = planner.next_offset(first, None, None)
     assert again.batch == 1 and len(again.tasks()) == 2
 
 
-def test_under_fan_out_idle_shards_are_read_every_batch():
-    """Under enhanced fan-out a read waits for pushes in the executor's agent (no call is made), and
-    that wait paces the batches: skipping idle shards would only delay what is pushed meanwhile."""
-    h = one_stream(idlePollIntervalMs="500", consumerType="efo")
+@pytest.mark.parametrize("mode", ["polling", "efo"])
+def test_an_idle_stream_plans_no_batch_and_looks_once_per_interval(mode):
+    """Idle shards are looked at, at most once per interval each, from an iterator kept at their
+    position; no batch is planned until a look finds something, and then only for that shard."""
+    h = one_stream(idlePollIntervalMs="500", consumerType=mode)
     planner = h.planner()
     first = planner.next_offset(planner.initial_offset(), None, None)
     at_tip = {(A, sid): read(Position.trim_horizon(), 0, tip=True, at_ms=h.clock.now) for sid in ("s0", "s1")}
     h.run(first, at_tip)
-    h.clock.now += 100
-    again = planner.next_offset(first, None, None)
-    assert again.batch == 1 and len(again.tasks()) == 2
+    for _trigger in range(30):  # 3 s of triggers every 100 ms: 6 intervals
+        h.clock.now += 100
+        assert planner.next_offset(first, None, None) is first
+    assert len(h.kinesis.looks) == 12  # 6 looks per shard: one per 500 ms
+    by_shard = [look for look in h.kinesis.looks if look[1] == "s0"]
+    assert by_shard[0][3] is None  # the first look obtains an iterator...
+    assert all(later[3] is not None for later in by_shard[1:])  # ...later ones go on from the last
+    assert {look[2] for look in h.kinesis.looks} == {Position.trim_horizon()}
+    h.kinesis.tips = {"s1": TipAnswer(True)}  # a record arrived on s1 only
+    h.clock.now += 500
+    nxt = planner.next_offset(first, None, None)
+    assert nxt.batch == 1 and list(nxt.tasks().values()) == [[(A, "s1")]]
+
+
+def test_a_look_that_tells_nothing_or_fails_lets_the_shard_be_read():
+    h = one_stream(idlePollIntervalMs="500")
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(
+        first,
+        {(A, sid): read(Position.trim_horizon(), 0, tip=True, at_ms=h.clock.now) for sid in ("s0", "s1")},
+    )
+    h.kinesis.tips = {
+        "s0": TipAnswer(None),
+        "s1": TipAnswer(True, failure="InvalidArgumentException: aged out"),
+    }
+    h.clock.now += 500
+    nxt = planner.next_offset(first, None, None)
+    assert sorted(nxt.tasks().values()) == [[(A, "s0")], [(A, "s1")]]
+
+
+def test_credentials_that_may_not_look_turn_looks_off_for_the_stream(caplog):
+    h = one_stream(idlePollIntervalMs="500")
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(
+        first,
+        {(A, sid): read(Position.trim_horizon(), 0, tip=True, at_ms=h.clock.now) for sid in ("s0", "s1")},
+    )
+    h.kinesis.tips = {
+        sid: TipAnswer(True, failure="AccessDeniedException: no", denied=True) for sid in ("s0", "s1")
+    }
+    h.clock.now += 500
+    assert planner.next_offset(first, None, None).batch == 1  # read, as before looks
+    looks = len(h.kinesis.looks)
+    h.clock.now += 500
+    assert planner.next_offset(first, None, None).batch == 1
+    assert len(h.kinesis.looks) == looks  # no more looks on that stream
+    assert sum("may not call GetShardIterator/GetRecords" in r.message for r in caplog.records) == 1
 
 
 def test_listing_waits_for_the_discovery_interval():

@@ -6,7 +6,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import (
@@ -22,7 +22,7 @@ from ..config.stream_specs import StreamSpec, arn_parts
 from ..errors import StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ..model import Position, ShardInfo, StreamIdentity
 from .client import kinesis_client
-from .errors import CREDENTIAL_CODES, is_retryable
+from .errors import CREDENTIAL_CODES, error_code, is_expired_iterator, is_retryable
 
 MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
 # DescribeStreamSummary is limited to 20 calls per second per account: throttled calls (left after
@@ -217,12 +217,55 @@ class KinesisProxy:
         )
         return str(response["ShardIterator"])
 
+    def look_past_tip(self, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
+        """Whether a shard has anything at or after `position`: one GetRecords of at most one record
+        from `iterator` (or a new iterator at `position`), whose record is not kept (a batch's task
+        reads it, so its end is recorded as every read's is)."""
+        for _attempt in range(2):  # an expired iterator is obtained again once
+            try:
+                if iterator is None:
+                    iterator = self.shard_iterator(shard_id, position)
+                response = self.get_records(iterator, 1)
+            except ClientError as exc:
+                if is_expired_iterator(exc) and iterator is not None:
+                    iterator = None
+                    continue
+                if error_code(exc) in CREDENTIAL_CODES:
+                    return TipAnswer(True, failure=f"{error_code(exc)}: {exc}", denied=True)
+                if is_retryable(exc):
+                    return TipAnswer(None, iterator)
+                return TipAnswer(True, failure=f"{error_code(exc)}: {exc}")
+            except (BotoCoreError, StreamAccessError) as exc:
+                return TipAnswer(True, failure=f"{exc.__class__.__name__}: {exc}")
+            following = response.get("NextShardIterator")
+            behind = int(response.get("MillisBehindLatest") or 0)
+            if response["Records"] or following is None or behind > 0:
+                return TipAnswer(True)
+            return TipAnswer(False, str(following))
+        return TipAnswer(None)
+
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
         """One GetRecords call. A response cut off mid-body reaches us as {}: read literally (no next
         iterator) it would say "shard closed" and skip records, so it is asked for again."""
         return self._well_formed(
             "GetRecords", "Records", lambda: self.client.get_records(ShardIterator=iterator, Limit=limit)
         )
+
+
+@dataclass(frozen=True)
+class TipAnswer:
+    """What one look at a shard last found at the tip says (`KinesisProxy.look_past_tip`).
+
+    `news`: True when the shard has something for a batch to read (a record, its end, or the server
+    says it is behind), False when it has nothing yet, None when the look told nothing (throttled).
+    `iterator`: where the next look goes on from (None: obtain a new one). `failure`: why a look
+    failed, in which case `news` is True, so a batch's read decides as it would have without looks;
+    `denied` when the credentials may not call GetShardIterator/GetRecords."""
+
+    news: bool | None
+    iterator: str | None = None
+    failure: str = ""
+    denied: bool = False
 
 
 def sink_target(settings: AwsSettings, stream: str) -> StreamSpec:

@@ -4,8 +4,8 @@ The planner (`planner`) decides where each shard stands (recorded ends, discover
 this module decides what the batch does with the shards that may be read, as Spark's Kafka source
 parts its stream from its range calculator:
 
-- admission: shards an AvailableNow run has drained stay out; idle shards wait for
-  `idlePollIntervalMs` (except under fan-out, where a read waits for pushes without calling);
+- admission: shards an AvailableNow run has drained stay out; idle shards are told apart, for the
+  planner to look at them first (`tip_probe`);
 - budgets: Spark's read limit split over the admitted shards (`split_budget`); a shard whose share is
   zero waits for a later batch;
 - assignment: the configured assigner groups the shards onto tasks, weighted by each shard's recent
@@ -79,21 +79,22 @@ class BatchShape:
         start_cutoff: int | None,
         cutoff_ms: int | None,
         now: int,
-    ) -> list[ShardRef]:
-        """The shards the next batch may read: readable by the lineage rule, not drained under this
-        AvailableNow run, and not idle within the poll interval (AvailableNow reads on until every
-        shard is drained, since planning no batch would end the run; under fan-out a read waits for
-        pushes in the executor's agent instead, at no cost)."""
+    ) -> tuple[list[ShardRef], set[ShardRef]]:
+        """The shards the next batch may read, in plan order (readable by the lineage rule, not drained
+        under this AvailableNow run), and those of them that are idle (their last read found nothing
+        new): the planner reads those only where a look finds something (`tip_probe`). AvailableNow
+        has no idle shards: it reads on until every shard is drained, since planning no batch would
+        end the run."""
         drained = self._drained(ends, start_cutoff, cutoff_ms)
-        interval = self.config.idle_poll_interval_ms
-        skip_idle = cutoff_ms is None and not self.config.fan_out
-        return [
+        readable = [
             (key, sid)
             for key in sorted(streams)
             for sid in lineage.readable(streams[key])
             if (key, sid) not in drained
-            and not (skip_idle and streams[key][sid].idle and now - streams[key][sid].polled_ms < interval)
         ]
+        if cutoff_ms is not None:
+            return readable, set()
+        return readable, {ref for ref in readable if streams[ref[0]][ref[1]].idle}
 
     def _drained(
         self, ends: Mapping[ShardRef, ShardEnd], start_cutoff: int | None, cutoff_ms: int | None

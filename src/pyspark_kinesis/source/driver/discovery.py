@@ -261,6 +261,10 @@ class ShardDiscovery:
             self._streams[key] = _Stream(spec, self._proxy_factory(spec))
         return self._streams[key]
 
+    def proxy(self, key: str) -> KinesisProxy:
+        """Stream `key`'s Kinesis calls, as the driver makes them."""
+        return self._stream(key).proxy
+
     def info(self, key: str, shard_id: str) -> ShardInfo | None:
         """What the latest listing of stream `key` said about a shard (None if it was not listed)."""
         return self._stream(key).infos.get(shard_id)

@@ -25,6 +25,7 @@ from . import lineage
 from .batch_shape import BatchShape
 from .discovery import ShardDiscovery, now_ms, recreated_streams
 from .lag import LagTracker, report_losses
+from .tip_probe import TipProbe
 
 log = logging.getLogger(__name__)
 _AVAILABLE_NOW_LISTINGS = 6  # listings tried after a closure before an AvailableNow run gives up
@@ -62,6 +63,7 @@ class Planner:
         self._planned_here: dict[int, str] = {}  # batch -> digest of its offset, planned or checked here
         self._replayed: set[int] = set()  # batches whose tasks replay records (checked or re-planned here)
         self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
+        self.probe = TipProbe(self.discovery.proxy, config.idle_poll_interval_ms, clock)
 
     # -- start of a new query --------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
@@ -287,7 +289,7 @@ class Planner:
             streams[key] = lineage.prune_finished(self._discover(key, streams[key], ends))
         self.lag.update(start.batch, ends, streams)
 
-        candidates = self.shape.admit(streams, ends, start.cutoff_ms, self.cutoff_ms, self.clock())
+        candidates = self._admitted(streams, ends, start.cutoff_ms)
         slots = self.shape.slots(candidates, max_rows, max_bytes, start.batch + 1, self.discovery.info)
         if not slots:
             # Nothing to read now: no batch. Where batch `start.batch` ended stays in its records, and
@@ -319,6 +321,21 @@ class Planner:
         stands = self.log.mark_planned(start.token, start.batch + 1, planned, start.to_json())
         self._planned_here[start.batch + 1] = offset_digest(stands)
         return offset if stands is planned else SourceOffset.from_json(stands)
+
+    def _admitted(
+        self,
+        streams: dict[str, dict[str, ShardState]],
+        ends: dict[ShardRef, ShardEnd],
+        start_cutoff: int | None,
+    ) -> list[ShardRef]:
+        """The shards the next batch reads, in plan order: those with something to read, and the idle
+        ones a look found something in (see `tip_probe`)."""
+        readable, idle = self.shape.admit(streams, ends, start_cutoff, self.cutoff_ms, self.clock())
+        self.probe.forget(idle)
+        found = (
+            self.probe.news({ref: streams[ref[0]][ref[1]] for ref in idle}, self.clock()) if idle else set()
+        )
+        return [ref for ref in readable if ref not in idle or ref in found]
 
     def _planned_before(self, start: SourceOffset) -> SourceOffset | None:
         """The offset batch `start.batch + 1` was planned with before, if it was (looked up once per run:
