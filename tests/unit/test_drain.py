@@ -183,3 +183,49 @@ def test_drain_in_one_batch_is_a_streaming_option():
     )
     with pytest.raises(OptionError, match="'drainInOneBatch': applies to streaming reads only"):
         refuse_fan_out_for_batch_reads(config)
+
+
+class AgedPages(ShardPages):
+    """A shard whose oldest records aged out: a position before its oldest record opens there."""
+
+    def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
+        if position.seq is not None and position.seq not in self.seqs:
+            self.opens.append(position)
+            self.cursor = 0
+            return True
+        return super().open(position, verify=verify, reuse=reuse)
+
+
+class Trimmed(Served):
+    def __call__(self, _context) -> ShardPages:
+        self.reads += 1
+        return AgedPages(self.seqs, self.data, self.page_sizes)
+
+
+def test_a_drained_replay_notes_its_own_losses_not_the_first_attempts(tmp_path):
+    """failOnDataLoss=false: the replay of a drained batch whose first records aged out since notes what
+    it went on without beside the record (for the driver to report), not what the first attempt lost."""
+    seqs, data, users = build_shard([0, 0, 0, 0, 0, 0])
+    cfg = replace(config(str(tmp_path / "meta"), 2), fail_on_data_loss=False)
+    list(drain.read_drained(cfg, plan(), {STREAM: FakeProxy()}, Served(seqs, data, [5])))
+    log = BatchEndLog.open(cfg.metadata_path)
+    record = log.read("tok", 3, 0)
+    assert record is not None
+    end = record.shards[(STREAM, SHARD)]
+    marked = replace(
+        end,
+        losses=("the first attempt's loss",),
+        chunks=tuple(
+            replace(c, losses=("the first attempt's loss",)) if i == 0 else c
+            for i, c in enumerate(end.chunks)
+        ),
+    )
+    log.store.delete("tok/batch-000000000003/task-00000.json")
+    log.write(replace(record, shards={(STREAM, SHARD): marked}))
+    trimmed = Trimmed(seqs[3:], data[3:], [5])  # the first three records aged out since
+    replayed = list(drain.read_drained(cfg, plan(), {STREAM: FakeProxy()}, trimmed))
+    assert rows(replayed) == users[3:]
+    noted = log.with_noted_losses("tok", 3, {(STREAM, SHARD): replace(end, losses=())})[
+        (STREAM, SHARD)
+    ].losses
+    assert noted and all("must be read again exactly as first read" in text for text in noted), noted

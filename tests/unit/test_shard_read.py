@@ -219,6 +219,22 @@ def test_a_shard_gone_entirely_counts_as_read_to_its_end_without_loss_at_a_recen
     assert end.end.is_end
 
 
+@pytest.mark.parametrize("answer", ["an error", "an iterator at the oldest record"])
+def test_a_verified_start_that_aged_out_on_a_quiet_shard_ends_where_it_started_and_replays(answer):
+    """The two ways a service answers a trimmed start record the same end: the start itself, with no
+    record taken. A replay of that batch then reads nothing and loses nothing (an end of TRIM_HORIZON
+    made every replay a data loss until a new record arrived)."""
+    faults = [Fault(FaultKind.GONE)] if answer == "an error" else []
+    source = ScriptedPages([page([], behind_ms=0)], open_faults=faults)
+    _cols, end, _source = read(source, Position.after("7"), fail=False)
+    assert end.end == Position.after("7") and end.records == 0 and end.at_tip
+    assert len(end.losses) == 1  # the aged-out start is reported once, either way
+    cols, replayed, _source = read(
+        ScriptedPages([page([], behind_ms=0)], open_faults=list(faults)), Position.after("7"), expect=end
+    )
+    assert len(cols) == 0 and replayed.end == end.end and replayed.losses == ()
+
+
 def test_a_start_at_a_timestamp_older_than_the_retention_is_a_loss():
     days_ago = NOW_MS - 3 * 24 * 3600 * 1000
     with pytest.raises(DataLossError, match="longer ago than the stream's retention"):

@@ -20,11 +20,12 @@ from ...errors import CheckpointMismatchError, StreamAccessError
 from ...model import Position, ShardRef
 from ..options import SourceConfig
 from ..state.batch_log import BatchEndLog, offset_digest
-from ..state.offsets import NO_TASK, ShardEnd, ShardState, SourceOffset, TaskEnd
+from ..state.offsets import NO_TASK, ShardEnd, ShardState, SourceOffset
 from . import lineage
 from .batch_shape import BatchShape
 from .discovery import ShardDiscovery, now_ms, recreated_streams
 from .lag import LagTracker, report_losses
+from .recorded import read_ends
 from .tip_probe import TipProbe
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,6 @@ class Planner:
         self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
         self._looked_up: set[int] = set()  # batches whose `planned` marker this run has looked at
         self._planned_here: dict[int, str] = {}  # batch -> digest of its offset, planned or checked here
-        self._replayed: set[int] = set()  # batches whose tasks replay records (checked or re-planned here)
         self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
         self.probe = TipProbe(self.discovery.proxy, config.idle_poll_interval_ms, clock)
 
@@ -84,6 +84,12 @@ class Planner:
             return
         self._claim(token)
         self.log.start_query(token, sorted(start.streams))
+        for gone in self.log.collect_abandoned(token):
+            log.info(
+                "metadataPath: removed the records of query %s, whose driver ended before Spark logged its "
+                "first batch (its restart began this query)",
+                gone,
+            )
         for spec in self.config.streams:
             named = f" ({len(spec.shard_starts)} shards named)" if spec.shard_starts else ""
             log.info(
@@ -134,7 +140,6 @@ class Planner:
                 "another copy). Use this query's own checkpoint and metadataPath."
             )
         self._planned_here[end.batch] = offset_digest(end.to_json())
-        self._replayed.add(end.batch)
 
     def committed(self, end: SourceOffset) -> None:
         """Spark committed the batch that ended at `end`: no restart replays a batch before it, nor
@@ -147,57 +152,19 @@ class Planner:
 
     # -- reading what the last batch did ---------------------------------------------------------
     def recorded_ends(self, offset: SourceOffset) -> dict[ShardRef, ShardEnd]:
-        """Where each shard of batch `offset.batch` stopped, from the tasks' records."""
+        """Where each shard of batch `offset.batch` stopped, from the tasks' records (see `recorded`).
+        Shards of streams removed from the options (or re-created) were not read when the batch ran
+        after the restart (see `tasks.plan_tasks`): they have no end to find."""
         if offset.batch < 0:
             return {}
         if self._ends_cache is not None and self._ends_cache[0] == offset.batch:
             return self._ends_cache[1]
-        ends: dict[ShardRef, ShardEnd] = {}
-        unrun: list[ShardRef] = []
-        for task, all_refs in offset.tasks().items():
-            # Shards of streams removed from the options (or re-created) were not read when the batch
-            # ran after the restart (see `tasks.plan_tasks`): they have no end to find.
-            refs = [ref for ref in all_refs if ref[0] in self._configured and ref[0] not in self._recreated]
-            if not refs:
-                continue
-            starts = {ref: offset.state(ref).position for ref in refs}
-            record = self.log.read(offset.token, offset.batch, task)
-            if record is None:
-                record = self._close_unrun(offset, task, starts)
-            self.log.check(record, starts)
-            for ref in refs:
-                end = record.shards[ref]
-                if end.unrun:  # read again from the same position, ahead of the others
-                    unrun.append(ref)
-                else:
-                    ends[ref] = end
-        if offset.batch in self._replayed:  # what its replays went on without (`task._note_losses`)
-            ends = self.log.with_noted_losses(offset.token, offset.batch, ends)
+        configured = set(self._configured) - self._recreated
+        ends, unrun = read_ends(self.log, offset, lambda ref: ref[0] in configured)
         self._ends_cache = (offset.batch, ends)
         self.shape.observe(ends, unrun)
         report_losses(offset.batch, ends)
         return ends
-
-    def _close_unrun(self, offset: SourceOffset, task: int, starts: dict[ShardRef, Position]) -> TaskEnd:
-        """A task of a committed batch without a record never ran (see `batch_log`), if the batch is
-        known to have been planned; otherwise the records under metadataPath are gone."""
-        if not self.log.was_planned(offset.token, offset.batch):
-            raise CheckpointMismatchError(
-                f"The batch-end record of batch {offset.batch}, task {task} is missing under metadataPath "
-                f"'{self.config.metadata_path}', and so is the record that this batch was planned, although "
-                "the checkpoint says that batch ran: the metadataPath was changed or cleaned. Restore it, or "
-                "start over with a new checkpointLocation."
-            )
-        record = self.log.close_unrun(offset.token, offset.batch, task, starts)
-        if all(end.unrun for end in record.shards.values()):
-            log.info(
-                "Batch %d, task %d never ran (a foreachBatch that used only part of its DataFrame, or none "
-                "of it): its shards %s are read again from the same positions",
-                offset.batch,
-                task,
-                ", ".join(sid for _stream, sid in sorted(starts)),
-            )
-        return record
 
     # -- the next offset -------------------------------------------------------------------------
     def advance(
@@ -354,7 +321,6 @@ class Planner:
             if self.config.stream(key) is not None:  # what aged out since it was planned is reported
                 self.discovery.refresh(key, dict(states), force=False, cutoff_ms=None)
         self._planned_here[batch] = offset_digest(marker.offset)
-        self._replayed.add(batch)
         return again
 
     def _discover(

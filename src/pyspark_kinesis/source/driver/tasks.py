@@ -51,7 +51,10 @@ def plan_tasks(
             for stream, sid in kept
             for state in (offset.state((stream, sid)),)
         )
+        dropped = tuple(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept}))
         plans.append(
-            TaskPlan(offset.token, offset.batch, task, slices, offset.cutoff_ms, relay_key, offset.drain)
+            TaskPlan(
+                offset.token, offset.batch, task, slices, offset.cutoff_ms, relay_key, offset.drain, dropped
+            )
         )
     return plans

@@ -168,11 +168,15 @@ class Drain:
         )
 
     def replay(self, piece: ShardSlice, recorded: ShardEnd, spill: Spill) -> ShardEnd:
-        """Each recorded chunk read again to its own end (a record without chunks: as one read)."""
+        """Each recorded chunk read again to its own end (a record without chunks: as one read). Returns
+        the recorded end with what this replay went on without (failOnDataLoss=false) as its losses:
+        the record's own losses are the first attempt's, reported already."""
+        lost: list[str] = []
         for chunk in recorded.chunks or (recorded,):
-            cols, _end = self._read(piece, chunk.start, chunk, "", 0)
+            cols, end = self._read(piece, chunk.start, chunk, "", 0)
             spill.add(cols)
-        return recorded
+            lost += end.losses
+        return replace(recorded, losses=tuple(lost))
 
     def run(
         self, expect: Mapping[ShardRef, ShardEnd] | None, spills: dict[ShardRef, Spill]

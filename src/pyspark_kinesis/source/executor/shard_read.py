@@ -301,6 +301,12 @@ class ShardRead(BatchCut):
             end = until
         elif self.closed and not self.stop:
             end = Position.shard_end()
+        elif self.last is None:
+            # Nothing taken: the read ends where it started, whichever way the service answered a start
+            # that aged out (an error sends the read to the oldest record: `_gone`; an iterator at the
+            # oldest record does not move it). An end of TRIM_HORIZON would be one no replay can reach
+            # exactly while the shard stays quiet.
+            end = self.start
         else:
             end = self.resume
         return ShardEnd(

@@ -118,7 +118,7 @@ def record_first(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None
         log.check(record, starts)
         _note_losses(log, plan, read(plan, record.shards))
         return
-    mine = TaskEnd(token=plan.token, batch=plan.batch, task=plan.task, shards=read(plan, None))
+    mine = TaskEnd(plan.token, plan.batch, plan.task, shards=read(plan, None), dropped=plan.dropped)
     winner = log.write(mine)
     if winner is not mine:
         # Another attempt (a retry, a speculative copy, or the driver closing a task it took for

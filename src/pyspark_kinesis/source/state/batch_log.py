@@ -16,6 +16,8 @@ carry):
     <token>/batch-000000000007/task-00003.json  where task 3 of batch 7 stopped on each of its shards
     <token>/batch-000000000007/loss-task-00003.json  what a replay of that task went on without
                                                (failOnDataLoss=false), for the driver to report
+    <token>/batch-000000000007/read.json        the tasks whose records the driver read (or closed)
+                                               when it first planned from batch 7
 
 A batch's tasks need not all run: a `foreachBatch` that calls `df.show()` or `df.take(n)`, or returns
 without touching `df`, leaves tasks that never ran and never recorded anything. Such a task emitted
@@ -30,9 +32,16 @@ older durable offset, and batches that ran already are planned anew. The marker 
 batch was planned with, and planning the same batch again returns it unchanged, so the batch reads
 exactly what it read before. A batch's records live until Spark commits a later offset than its own.
 
+The driver reads a batch's records when it plans from the batch's offset, and notes which tasks had
+one (`read.json`): planning from that offset again (a restart, a stateful query's no-data batch) that
+finds one of them gone means a record was deleted from under a batch that ran, and fails loudly,
+where "never ran" would read its shards again.
+
 One metadataPath serves one running query: its driver renews a `live` record, and a query with
 another token that finds a fresh one refuses to start (two queries would share the default fan-out
-consumer, named after metadataPath).
+consumer, named after metadataPath). A live record names its process: one on this host whose process
+is gone (a driver killed and restarted here) does not hold metadataPath, and a new query collects the
+folders such dead queries left before Spark logged any of their batches.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ import orjson
 from ...errors import CheckpointMismatchError
 from ...model import Position, ShardRef
 from .offsets import ShardEnd, TaskEnd
+from .processes import process_gone, this_process
 from .store import BatchEndStore, open_store
 
 log = logging.getLogger(__name__)
@@ -79,8 +89,12 @@ def batch_folder(token: str, batch: int) -> str:
     return f"{token}/batch-{batch:012d}"
 
 
+def task_name(task: int) -> str:
+    return f"task-{task:05d}.json"
+
+
 def task_key(token: str, batch: int, task: int) -> str:
-    return f"{batch_folder(token, batch)}/task-{task:05d}.json"
+    return f"{batch_folder(token, batch)}/{task_name(task)}"
 
 
 def loss_key(token: str, batch: int, task: int) -> str:
@@ -89,6 +103,13 @@ def loss_key(token: str, batch: int, task: int) -> str:
 
 def planned_key(token: str, batch: int) -> str:
     return f"{batch_folder(token, batch)}/planned.json"
+
+
+READ_NAME = "read.json"
+
+
+def read_key(token: str, batch: int) -> str:
+    return f"{batch_folder(token, batch)}/{READ_NAME}"
 
 
 def source_key(token: str) -> str:
@@ -215,8 +236,11 @@ class BatchEndLog:
 
     def check(self, record: TaskEnd, starts: Mapping[ShardRef, Position]) -> None:
         """A record must cover exactly the shards the checkpoint planned for its task, from the start
-        positions the checkpoint gives: anything else means metadataPath holds another query's records."""
+        positions the checkpoint gives (but those of streams it says that run dropped): anything else
+        means metadataPath holds another query's records."""
         for ref, start in starts.items():
+            if ref[0] in record.dropped:
+                continue
             end = record.shards.get(ref)
             if end is None or end.start != start:
                 raise CheckpointMismatchError(
@@ -224,6 +248,19 @@ class BatchEndLog:
                     f"'{self.location}' does not match the checkpoint for shard {ref[1]} of {ref[0]}. "
                     "metadataPath must belong to this query's checkpoint only."
                 )
+
+    def names(self, token: str, batch: int) -> frozenset[str]:
+        """The records in batch `batch`'s folder (one listing): task records, loss notes, markers."""
+        return frozenset(self.store.list_records(batch_folder(token, batch)))
+
+    def mark_read(self, token: str, batch: int, tasks: list[int]) -> None:
+        """The driver read batch `batch`'s records: these tasks had one (or were closed as never run)."""
+        self.store.put_if_absent(read_key(token, batch), orjson.dumps({"tasks": sorted(tasks)}))
+
+    def tasks_read(self, token: str, batch: int) -> frozenset[int]:
+        """The tasks whose records the driver found when it first read batch `batch` (none if it never did)."""
+        raw = self.store.get(read_key(token, batch))
+        return frozenset(int(t) for t in orjson.loads(raw)["tasks"]) if raw else frozenset()
 
     # -- what replays went on without ------------------------------------------------------------
     def note_losses(
@@ -238,13 +275,13 @@ class BatchEndLog:
         self.store.put_if_absent(loss_key(token, batch, task), orjson.dumps({"streams": streams}))
 
     def with_noted_losses(
-        self, token: str, batch: int, ends: Mapping[ShardRef, ShardEnd]
+        self, token: str, batch: int, ends: Mapping[ShardRef, ShardEnd], names: frozenset[str] | None = None
     ) -> dict[ShardRef, ShardEnd]:
         """`ends` with the losses replays of batch `batch` noted (`note_losses`) added to theirs: one
-        listing of the batch's folder, and one read per note."""
+        read per note, of those in `names` (the batch folder's listing, listed here if not given)."""
         out = dict(ends)
         folder = batch_folder(token, batch)
-        for name in self.store.list_records(folder):
+        for name in sorted(self.names(token, batch) if names is None else names):
             data = self.store.get(f"{folder}/{name}") if name.startswith("loss-task-") else None
             for key, shards in (orjson.loads(data)["streams"] if data else {}).items():
                 for sid, texts in shards.items():
@@ -269,10 +306,11 @@ class BatchEndLog:
 
     # -- one running query per metadataPath ----------------------------------------------------
     def beat(self, token: str) -> str:
-        """Renew the running query's `live` record (and drop its older ones); returns its path."""
+        """Renew the running query's `live` record (and drop its older ones); returns its path. It names
+        this process, so that a query on this host can tell a driver that was killed (`_ended`)."""
         now = int(time.time() * 1000)
         folder = f"{token}/live"
-        self.store.put_if_absent(f"{folder}/{now:015d}.json", b"{}")
+        self.store.put_if_absent(f"{folder}/{now:015d}.json", orjson.dumps(this_process()))
         for name in self.store.list_records(folder):
             if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) < now:
                 self.store.delete(f"{folder}/{name}")
@@ -297,12 +335,45 @@ class BatchEndLog:
         for other in self.store.list_folders(""):
             if other == token or other.startswith("_"):
                 continue
-            beats = [n[:-5] for n in self.store.list_records(f"{other}/live") if n[:-5].isdigit()]
-            last = max((int(b) for b in beats), default=0)
-            if now - last < LIVE_FOR_S * 1000:
+            last = self._last_beat(other)
+            if now - last < LIVE_FOR_S * 1000 and not self._ended(other, last):
                 raise CheckpointMismatchError(
                     f"metadataPath '{self.location}' is in use by another running query (token {other}, "
                     f"last seen {max(0, now - last) // 1000} s ago). Give every query its own metadataPath "
                     "(they would share the same enhanced fan-out consumer and records folder). If that "
-                    f"query has stopped, start again after {int(LIVE_FOR_S)} s."
+                    f"query has stopped, start again after {int(LIVE_FOR_S)} s (at once on the host it ran on)."
                 )
+
+    def _last_beat(self, token: str) -> int:
+        """When the query with `token` last renewed its live record (0: never, or long gone)."""
+        beats = [n[:-5] for n in self.store.list_records(f"{token}/live") if n[:-5].isdigit()]
+        return max((int(b) for b in beats), default=0)
+
+    def _ended(self, token: str, beat: int) -> bool:
+        """Whether the process that wrote that live record is known to be gone: it ran on this host and
+        no such process runs now (a driver killed here and restarted)."""
+        raw = self.store.get(f"{token}/live/{beat:015d}.json")
+        info = orjson.loads(raw) if raw else {}
+        return bool(info) and process_gone(info)
+
+    def collect_abandoned(self, token: str) -> list[str]:
+        """Delete what queries left that no checkpoint can name: a query whose driver is gone (no fresh
+        live record, or its process gone from this host) before any task of its first batch recorded
+        an end (killed after its first planning, before Spark logged that batch: its restart began a
+        new query). Returns their tokens."""
+        now, gone = int(time.time() * 1000), []
+        for other in self.store.list_folders(""):
+            if other == token or other.startswith("_") or not self.store.get(source_key(other)):
+                continue
+            last = self._last_beat(other)
+            if now - last < LIVE_FOR_S * 1000 and not self._ended(other, last):
+                continue
+            batches = [n for n in self.store.list_folders(other) if n.startswith("batch-")]
+            if batches and (batches != [batch_folder(other, 0).split("/")[1]] or self._recorded(other, 0)):
+                continue
+            self.store.delete_folder(other)
+            gone.append(other)
+        return gone
+
+    def _recorded(self, token: str, batch: int) -> bool:
+        return any(n.startswith("task-") for n in self.names(token, batch))

@@ -259,6 +259,9 @@ class TaskEnd:
     batch: int
     task: int
     shards: dict[ShardRef, ShardEnd] = field(default_factory=dict)
+    # Streams of the task's shards in the offset that this run did not read: removed from the options
+    # (or re-created) since the batch was logged (see `TaskPlan.dropped`).
+    dropped: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -267,6 +270,7 @@ class TaskEnd:
             "batch": self.batch,
             "task": self.task,
             "streams": _nest(self.shards),
+            **({"dropped": list(self.dropped)} if self.dropped else {}),
         }
 
     @staticmethod
@@ -281,6 +285,7 @@ class TaskEnd:
                 for stream, shards in data["streams"].items()
                 for sid, end in shards.items()
             },
+            dropped=tuple(str(key) for key in data.get("dropped", ())),
         )
 
 
@@ -311,6 +316,7 @@ class TaskPlan:
     cutoff_ms: int | None
     relay_key: bytes = b""  # the query run's key for reads of continuations other executors keep
     drain: bool = False  # drainInOneBatch: read every shard to the cutoff, in chunks (`executor.drain`)
+    dropped: tuple[str, ...] = ()  # streams of this task in the offset that the options no longer read
 
 
 @dataclass(frozen=True)

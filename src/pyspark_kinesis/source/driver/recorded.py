@@ -1,0 +1,98 @@
+"""Where a batch ended, read back on the driver from its tasks' records (see `state.batch_log`).
+
+Every task of a batch records where each of its shards stopped; the driver reads those records when
+it plans from the batch's offset, with one listing of the batch's folder, which also shows the loss
+notes that replays, retries and losing attempts left (they are reported whichever attempt wrote them).
+What a record cannot say, the rules here decide:
+
+- A task without a record never ran (a `foreachBatch` that used part of its DataFrame): its record is
+  closed as "read nothing" and its shards are read again from the same positions, if the batch is
+  known to have been planned; otherwise the records under metadataPath are gone.
+- A task whose record the driver read before (`read.json`) and that is missing now had its record
+  deleted from under a batch that ran: reading its shards again would duplicate what they delivered.
+- A record that says its run dropped a stream (removed from the options, or re-created, when the
+  batch ran) did not read that stream's shards: they are read again from the same positions, should
+  the stream be back in the options.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ...errors import CheckpointMismatchError
+from ...model import Position, ShardRef
+from ..state.batch_log import READ_NAME, BatchEndLog, task_name
+from ..state.offsets import ShardEnd, SourceOffset, TaskEnd
+
+log = logging.getLogger(__name__)
+
+
+def read_ends(
+    batch_log: BatchEndLog, offset: SourceOffset, wanted: Callable[[ShardRef], bool]
+) -> tuple[dict[ShardRef, ShardEnd], list[ShardRef]]:
+    """The ends of batch `offset.batch`'s shards that `wanted` keeps (with the losses noted beside their
+    records), and those of its shards to read again from the same positions (their task never ran, or
+    did not read their stream)."""
+    token, batch = offset.token, offset.batch
+    names = batch_log.names(token, batch)
+    seen = batch_log.tasks_read(token, batch) if READ_NAME in names else frozenset()
+    ends: dict[ShardRef, ShardEnd] = {}
+    unrun: list[ShardRef] = []
+    tasks: list[int] = []
+    for task, all_refs in offset.tasks().items():
+        refs = [ref for ref in all_refs if wanted(ref)]
+        if not refs:
+            continue
+        starts = {ref: offset.state(ref).position for ref in refs}
+        listed = task_name(task) in names or task in seen
+        record = batch_log.read(token, batch, task) if listed else None
+        if record is None:
+            if task in seen:
+                raise _deleted(batch_log, batch, task)
+            record = _close_unrun(batch_log, offset, task, starts)
+        batch_log.check(record, starts)
+        tasks.append(task)
+        for ref in refs:
+            end = None if ref[0] in record.dropped else record.shards[ref]
+            if end is None or end.unrun:  # read again from the same position, ahead of the others
+                unrun.append(ref)
+            else:
+                ends[ref] = end
+    if tasks and READ_NAME not in names:
+        batch_log.mark_read(token, batch, tasks)
+    return batch_log.with_noted_losses(token, batch, ends, names), unrun
+
+
+def _deleted(batch_log: BatchEndLog, batch: int, task: int) -> CheckpointMismatchError:
+    return CheckpointMismatchError(
+        f"The batch-end record of batch {batch}, task {task} under metadataPath '{batch_log.location}' was "
+        "deleted after the query read it: that task ran and its rows were delivered, so its shards cannot "
+        "be read again from the batch's start without duplicates, nor from its end, which only the record "
+        "held. Restore the record (metadataPath must be kept as the query writes it: exclude it from "
+        "cleanups and expiry rules), or start over with a new checkpointLocation and metadataPath."
+    )
+
+
+def _close_unrun(
+    batch_log: BatchEndLog, offset: SourceOffset, task: int, starts: dict[ShardRef, Position]
+) -> TaskEnd:
+    """A task of a committed batch without a record never ran (see `batch_log`), if the batch is
+    known to have been planned; otherwise the records under metadataPath are gone."""
+    if not batch_log.was_planned(offset.token, offset.batch):
+        raise CheckpointMismatchError(
+            f"The batch-end record of batch {offset.batch}, task {task} is missing under metadataPath "
+            f"'{batch_log.location}', and so is the record that this batch was planned, although "
+            "the checkpoint says that batch ran: the metadataPath was changed or cleaned. Restore it, or "
+            "start over with a new checkpointLocation."
+        )
+    record = batch_log.close_unrun(offset.token, offset.batch, task, starts)
+    if all(end.unrun for end in record.shards.values()):
+        log.info(
+            "Batch %d, task %d never ran (a foreachBatch that used only part of its DataFrame, or none "
+            "of it): its shards %s are read again from the same positions",
+            offset.batch,
+            task,
+            ", ".join(sid for _stream, sid in sorted(starts)),
+        )
+    return record
