@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -106,6 +107,7 @@ class ChaosRun:
             "interval": "300 milliseconds",
             "timeout_s": self.plan.seconds * 4 + 120,
             "partial": self.plan.partial,
+            "chaos_shape": self.plan.shape,
         }
         if self.plan.async_ms is not None:  # Spark refuses foreachBatch under async progress tracking
             cfg |= {"sink": "foreach", "async_ms": self.plan.async_ms}
@@ -156,28 +158,31 @@ class ChaosRun:
         self, kind: str, cfg: dict[str, Any], kin: Any, producer: Producer, proxy: FaultProxy
     ) -> str | None:
         """Deliver one scheduled fault once the query is in the state it targets; what it hit, or None."""
-        if kind.startswith("kill-driver"):
-            if not self._ready(cfg):
-                return None
-            window = "mid-batch" if kind.endswith("mid-batch") else "before-tasks"
-            assert self.driver is not None
-            hit = kill_in_window(self.driver, self.work / "cp", self.work / "meta", window)
-            if hit is not None:
-                self.driver = None
-            return hit
-        if kind == "kill-driver-ahead":
-            return self._kill_ahead(cfg)
-        if kind == "age-out":
-            return self._age_out(cfg, kin, proxy)
-        if kind == "kill-executor":
-            return self._kill_executor(cfg)
-        if kind == "kill-fanout-agent":
-            return self._kill_fanout_agent(cfg)
-        if kind == "reshard":
-            return self._reshard(kin)
-        if kind == "restart-server":  # felt only by a running query (one that calls while it is down)
-            return self._restart_server(producer, proxy) if self._ready(cfg) else None
-        raise ValueError(kind)
+        faults: dict[str, Callable[[], str | None]] = {
+            "kill-driver-before-tasks": lambda: self._kill_driver(cfg, "before-tasks"),
+            "kill-driver-mid-batch": lambda: self._kill_driver(cfg, "mid-batch"),
+            "kill-driver-ahead": lambda: self._kill_ahead(cfg),
+            "age-out": lambda: self._age_out(cfg, kin, proxy),
+            "kill-executor": lambda: self._kill_executor(cfg),
+            "kill-fanout-agent": lambda: self._kill_fanout_agent(cfg),
+            "reshard": lambda: self._reshard(kin),
+            # felt only by a running query (one that calls while the server is down)
+            "restart-server": lambda: self._restart_server(producer, proxy) if self._ready(cfg) else None,
+        }
+        if kind not in faults:
+            raise ValueError(kind)
+        return faults[kind]()
+
+    def _kill_driver(self, cfg: dict[str, Any], window: str) -> str | None:
+        """SIGKILL the driver while a logged, uncommitted batch is in `window` ("before-tasks" or
+        "mid-batch", see `tests.driver.kill_in_window`)."""
+        if not self._ready(cfg):
+            return None
+        assert self.driver is not None
+        hit = kill_in_window(self.driver, self.work / "cp", self.work / "meta", window)
+        if hit is not None:
+            self.driver = None
+        return hit
 
     def _drain_options(self, cfg: dict[str, Any]) -> dict[str, str]:
         """Every drain runs with ten times the record budget, as an operator catching up after a stop
@@ -485,10 +490,12 @@ class ChaosRun:
         """The connector must deliver exactly what the server holds, each copy once, in per-key order;
         and the server must hold exactly what the producer was told it wrote."""
         rows = output_rows(self.work / "out")
+        result = self.result
+        result.other_rows = sum(1 for r in rows if r["streamName"] == "rate")  # the two-source shape's
+        rows = [r for r in rows if r["streamName"] != "rate"]
         seen = Counter(bytes(r["data"]).decode() for r in rows)
         held = everything_in(kin, self.stream)
         truth = Counter(data for _shard, _seq, data in held)
-        result = self.result
         result.put, result.read = len(acknowledged), sum(seen.values())
         result.server_lost = len(set(acknowledged) - set(truth)) + sum(c - 1 for c in truth.values() if c > 1)
         # Records a stop aged out before the query delivered them are the run's loss, not the connector's
@@ -503,6 +510,10 @@ class ChaosRun:
         log = Path(str(self.work / "cp") + ".log")
         text = log.read_text(errors="replace") if log.exists() else ""
         result.loss_warnings = text.count("Data loss in batch ")
+        # Every shard whose records aged out before they were delivered must be named in a report of
+        # the driver's ("Data loss in batch N, Kinesis stream S, shard X: ..."): a silent drop fails.
+        reported = set(re.findall(r"Data loss in batch \d+, Kinesis stream \S+, shard ([\w-]+):", text))
+        result.unreported = sorted({shard for shard, seq, data in held if data in aged} - reported)
         result.lost = sum(max(0, count - seen[p]) for p, count in truth.items() if p not in aged)
         if result.lost:  # which ones, for the run's post-mortem (kept with --keep)
             (self.work / "lost.txt").write_text(

@@ -47,6 +47,11 @@ class Plan:
     # A stop during which the head of a shard ages out past retention, answered "silent" or "error"
     # (see the fault proxy's `aged_out`); the run reads with failOnDataLoss=false.
     age_out: str | None = None
+    # The query's shape (tests/integration/driver_app.py): "plain" (the source's rows), "stateful" (a
+    # watermark and a Python stateful operator that passes every row through: no-data batches, offsets
+    # committed unchanged) or "two-source" (a union with Spark's rate-micro-batch source: batches only
+    # the other source has data for).
+    shape: str = "plain"
 
     @staticmethod
     def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
@@ -92,6 +97,9 @@ class Plan:
             max_records_per_batch=rng.choice([50, 150, 400]),
             partial=short or rng.random() < 0.5,
             consumer="efo" if efo else "polling",
+            shape="plain"
+            if short
+            else {1: "stateful", 5: "stateful", 2: "two-source", 6: "two-source"}.get(index % 8, "plain"),
             subscribe_faults={
                 "in_use": rng.uniform(0.05, 0.15),
                 "limit": rng.uniform(0.05, 0.1),
@@ -114,6 +122,7 @@ class Plan:
             self,
             events=sorted(events),
             partial=False,
+            shape="plain",  # (Spark refuses stateful operators under asynchronous progress tracking)
             async_ms=rng.choice([1000, 3000]),
             age_out="silent" if self.index % 16 < 8 else "error",
         )
@@ -134,6 +143,8 @@ class Result:
     server_lost: int = 0  # acknowledged records the server does not hold once (not the connector's doing)
     aged_out: int = 0  # records a stop aged out before the query delivered them (expected, reported)
     loss_warnings: int = 0  # the driver's data-loss reports (failOnDataLoss=false), any master
+    unreported: list[str] = field(default_factory=list)  # shards that lost records no driver report named
+    other_rows: int = 0  # rows of the query's other source (the two-source shape): none means it never ran
     unplanned_exits: int = 0  # driver processes that ended by themselves with an error
     hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit
     missed: list[str] = field(default_factory=list)  # scheduled faults that found no state to hit
@@ -150,6 +161,8 @@ class Result:
             or self.lineage_violations
             or self.server_lost
             or self.unplanned_exits
+            or self.unreported
+            or (self.plan.shape == "two-source" and not self.other_rows)
             or self.missed
             or self.error
         )

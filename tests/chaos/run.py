@@ -58,8 +58,13 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "left or, every other time, an InvalidArgumentException), read with failOnDataLoss=false. `aged out` "
         "counts the records that stop took before the query delivered them (not counted as lost) and the "
         'data-loss reports the driver logged for them ("Data loss in batch ...", from the batch-end '
-        "records, whichever executor read the shard; one per shard and batch, again after a driver "
-        "restart; a task retried within one run reports its replay's loss in its executor's log only).",
+        "records and the loss notes beside them, whichever executor or attempt read the shard; one per "
+        "shard and batch, again after a driver restart): a run in which a shard lost records that no "
+        "report names fails. The query's shape: `plain` (the source's rows), `stateful` (a watermark and "
+        "`applyInPandasWithState` passing every row through, with event-time timeouts: Spark runs no-data "
+        "batches and commits offsets that did not move) or `two-source` (a union with Spark's "
+        "`rate-micro-batch` source: batches that only the other source has data for; its rows are left "
+        "out of the comparison, and a run without any fails).",
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
@@ -82,19 +87,22 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "parents' rows (order rule 2); `missed` scheduled faults that found no state to hit (a run with one "
         "fails).",
         "",
-        "| run | server | master | spec | seconds | " + " | ".join(kinds) + " | faults | put | read | lost | "
-        "duplicated | order | lineage | server lost | aged out | driver exits | missed | result |",
-        "|" + "---|" * (len(kinds) + 18),
+        "| run | server | master | shape | spec | seconds | "
+        + " | ".join(kinds)
+        + " | faults | put | read | "
+        "lost | duplicated | order | lineage | server lost | aged out | driver exits | missed | result |",
+        "|" + "---|" * (len(kinds) + 19),
     ]
     for r in results:
         p = r.plan
         lines.append(
             f"| {p.index} | {p.kind}{' (efo)' if p.consumer == 'efo' else ''}"
-            f"{f' (async {p.async_ms} ms)' if p.async_ms is not None else ''} | {p.master} | {'yes' if p.speculation else 'no'} | {r.seconds:.0f} | "
+            f"{f' (async {p.async_ms} ms)' if p.async_ms is not None else ''} | {p.master} | {p.shape} | {'yes' if p.speculation else 'no'} | {r.seconds:.0f} | "
             + " | ".join(str(r.faults.get(k, 0)) for k in kinds)
             + f" | {sum(r.faults.values())} | {r.put} | {r.read} | {r.lost} | {r.duplicated} | "
             f"{r.order_violations} | {r.lineage_violations} | {r.server_lost} | "
-            f"{r.aged_out} ({r.loss_warnings} reported) | {r.unplanned_exits} | "
+            f"{r.aged_out} ({r.loss_warnings} reported"
+            f"{'; shards not reported: ' + ', '.join(r.unreported) if r.unreported else ''}) | {r.unplanned_exits} | "
             f"{len(r.missed)} | {'ok' if r.ok else 'FAILED ' + (r.error or ', '.join(r.missed)).replace('|', '/')} |"
         )
     lines += ["", "## What each scheduled fault hit", ""]

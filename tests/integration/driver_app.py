@@ -99,9 +99,10 @@ def main() -> None:
 
     def source():
         """The query's rows: the source's own, or a shape's (tests/support/query_shapes.py) over one
-        read per stream of `cfg["streams"]`, each with the options and its own metadataPath."""
+        read per stream of `cfg["streams"]`, each with the options and its own metadataPath, or the
+        chaos suite's shape of the source's rows (`chaos_shaped`)."""
         if not cfg.get("shape"):
-            return reader.load()
+            return chaos_shaped(spark, reader.load(), cfg.get("chaos_shape", "plain"))
         from tests.support.query_shapes import SHAPES
 
         shape = SHAPES[cfg["shape"]]
@@ -157,6 +158,53 @@ def main() -> None:
         if not brought:
             break
     spark.stop()
+
+
+def _passed_through(key, frames, state):
+    """applyInPandasWithState that emits every row it is given, keeping a count per key and an
+    event-time timeout an hour past the newest row (so Spark runs no-data batches as the watermark
+    moves); a key whose timeout fires is dropped."""
+    if state.hasTimedOut:
+        state.remove()
+        return
+    count, newest = state.get if state.exists else (0, 0)
+    for frame in frames:
+        count += len(frame)
+        newest = max(newest, int(frame["approximateArrivalTimestamp"].max().timestamp() * 1000))
+        yield frame
+    state.update((count, newest))
+    state.setTimeoutTimestamp(newest + 3_600_000)
+
+
+def chaos_shaped(spark, df, shape: str):
+    """The chaos suite's query shapes over the source's rows, every row kept as read: "plain";
+    "stateful" (a watermark and a Python stateful operator passing rows through); "two-source" (a union
+    with Spark's rate-micro-batch source, whose rows carry streamName "rate")."""
+    from pyspark.sql import functions as F
+
+    if shape == "stateful":
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        return (
+            df.withWatermark("approximateArrivalTimestamp", "1 hour")
+            .groupBy("partitionKey")
+            .applyInPandasWithState(
+                _passed_through,
+                df.schema,
+                "count LONG, newest LONG",
+                "append",
+                GroupStateTimeout.EventTimeTimeout,
+            )
+        )
+    if shape == "two-source":
+        rate = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", "2").load()
+        other = rate.select(
+            F.lit(None).cast("binary").alias("data"),
+            F.lit("rate").alias("streamName"),
+            *(F.lit(None).cast(f.dataType).alias(f.name) for f in df.schema.fields[2:]),
+        )
+        return df.unionByName(other)
+    return df
 
 
 def run_until_idle(query, idle_s: float, timeout_s: float, stop_file: str | None = None) -> None:

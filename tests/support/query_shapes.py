@@ -202,6 +202,10 @@ class Shape:
     compared: Callable[[dict[str, Any]], bool] = lambda row: (
         row.get("id", 0) >= 0 and row.get("src") != "rate"
     )
+    # Whether its output needs a flush record to be complete (windows in append mode close only when
+    # the watermark passes them). The flush comes alone, once everything else was read: records read
+    # after it would be late, and dropped.
+    flush: bool = False
 
     @property
     def streams(self) -> tuple[str, ...]:
@@ -243,7 +247,7 @@ SHAPES: dict[str, Shape] = {
             _drop_duplicates_within,
             batch_build=_drop_duplicates_batch,
         ),
-        Shape("windowAppend", ("a",), _windows, compared=_window_closed),
+        Shape("windowAppend", ("a",), _windows, compared=_window_closed, flush=True),
         Shape("windowUpdate", ("a",), _windows, mode="update", key=("start", "key"), compared=_window_closed),
         Shape("join", ("a", "b"), _join),
         Shape("union", ("a", "b"), _union, stateful=False),

@@ -1,0 +1,41 @@
+"""Every scheduled chaos fault reaches its own code: `ChaosRun._fire` hands each kind to the method
+that delivers it (a `kill-driver-ahead` fault once ran as a before-tasks kill, and its own code was
+never reached). No server, no Spark: the delivering methods are replaced by recorders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import ChaosRun
+from tests.chaos.plan import LABELS, Plan
+
+DELIVERED_BY = {
+    "kill-driver-before-tasks": ("_kill_driver", "before-tasks"),
+    "kill-driver-mid-batch": ("_kill_driver", "mid-batch"),
+    "kill-driver-ahead": ("_kill_ahead",),
+    "age-out": ("_age_out",),
+    "kill-executor": ("_kill_executor",),
+    "kill-fanout-agent": ("_kill_fanout_agent",),
+    "reshard": ("_reshard",),
+    "restart-server": ("_restart_server",),
+}
+
+
+def test_every_fault_kind_has_its_own_delivery():
+    assert set(DELIVERED_BY) == set(LABELS)
+
+
+@pytest.mark.parametrize("kind", sorted(LABELS))
+def test_a_fault_kind_reaches_its_own_code(kind, tmp_path: Path, monkeypatch):
+    run = ChaosRun(Plan.draw(index=0, seed=1, seconds=10), tmp_path)
+    calls: list[tuple] = []
+    for name in {method for method, *_rest in DELIVERED_BY.values()}:
+        monkeypatch.setattr(run, name, lambda *args, _name=name: calls.append((_name, *args[1:2])) or "hit")
+    monkeypatch.setattr(run, "_ready", lambda cfg: True)
+    assert run._fire(kind, {}, None, None, None) == "hit"  # type: ignore[arg-type]
+    method, *window = DELIVERED_BY[kind]
+    assert len(calls) == 1 and calls[0][0] == method
+    if window:
+        assert calls[0][1] == window[0]
