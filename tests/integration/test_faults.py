@@ -3,6 +3,7 @@ attempt (before and after recording their batch end), speculative execution, and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -68,9 +69,30 @@ def test_task_failing_on_first_attempt_is_retried_exactly(kinesalite, tmp_path, 
     assert_shard_order(rows)
 
 
-def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path):
+def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path, monkeypatch):
     """Two attempts of the same partition at once, while records keep arriving: whichever records
-    its end first wins, and the other must emit exactly the winner's rows."""
+    its end first wins, and the other must emit exactly the winner's rows. Both look for a record
+    before either writes one (a barrier), so they race for real: one write wins, one loses."""
+    from pyspark_kinesis.source.state.batch_log import BatchEndLog
+
+    looked, lookups, writes = threading.Barrier(2, timeout=60), [], []
+    original_read, original_write = BatchEndLog.read, BatchEndLog.write
+
+    def read_then_wait(self, token, batch, task):
+        found = original_read(self, token, batch, task)
+        lookups.append(found)
+        if len(lookups) <= 2:  # the two attempts' first lookups: neither goes on before both looked
+            with contextlib.suppress(threading.BrokenBarrierError):
+                looked.wait()
+        return found
+
+    def counted_write(self, record):
+        stands = original_write(self, record)
+        writes.append(stands is record)
+        return stands
+
+    monkeypatch.setattr(BatchEndLog, "read", read_then_wait)
+    monkeypatch.setattr(BatchEndLog, "write", counted_write)
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)
     put(kin, stream, 0, 500)
@@ -113,6 +135,7 @@ def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path):
     stop.set()
     feeder.join(timeout=60)
     assert open_store(str(tmp_path / "meta")).get(task_key("tok", 0, 0)) is not None
+    assert sorted(writes) == [False, True], f"the attempts did not race: writes won/lost {writes}"
     keys = [[(r["shardId"], r["sequenceNumber"], r["subSequenceNumber"]) for r in rows] for rows in results]
     assert keys[0] == keys[1] == keys[2]
     assert len(keys[0]) >= 500

@@ -25,6 +25,7 @@ from tests.unit.planner_fakes import (
     arn,
     config,
     config_with_created,
+    logged,
     one_stream,
     read,
     shard,
@@ -158,6 +159,37 @@ def test_available_now_ends_when_every_shard_is_drained():
     assert list(second.tasks().values()) == [[(A, "s1")]]
     h.run(second, {(A, "s1"): read(Position.after("1010"), 3, tip=True, end=Position.after("2000"))})
     assert planner.next_offset(second, None, None) is second  # drained: the run ends
+
+
+def test_an_available_now_run_looks_at_idle_shards_and_plans_no_batch_without_news():
+    """A run that starts where the last one left every shard at the tip looks at each idle shard once,
+    however recently it was read, and reads only those a look found something in: a run with nothing
+    new plans no batch at all."""
+    h = one_stream(idlePollIntervalMs="60000")
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(
+        first, {(A, s): read(Position.trim_horizon(), 4, tip=True, at_ms=h.clock.now) for s in ("s0", "s1")}
+    )
+    second = planner.next_offset(first, None, None)
+    h.run(
+        second, {(A, s): read(Position.after("1004"), 0, tip=True, at_ms=h.clock.now) for s in ("s0", "s1")}
+    )
+    for news in ({}, {"s1": TipAnswer(True)}):  # two runs, 100 ms after the shards were read
+        run = h.planner()
+        h.clock.now += 100
+        run.cutoff_ms = h.clock.now
+        looks = len(h.kinesis.looks)
+        h.kinesis.tips = news
+        planned = run.next_offset(logged(second), None, None)
+        assert len(h.kinesis.looks) - looks == 2  # both idle shards looked at, within the interval
+        if not news:
+            assert planned.batch == second.batch  # nothing new: no batch, the run ends
+        else:
+            assert list(planned.tasks().values()) == [[(A, "s1")]]
+            h.run(planned, {(A, "s1"): read(Position.after("1004"), 2, tip=True, end=Position.after("3000"))})
+            assert run.next_offset(planned, None, None) is planned  # s0 stays done: no second look
+            assert len(h.kinesis.looks) - looks == 2
 
 
 def test_streams_added_to_the_options_start_and_removed_ones_leave():

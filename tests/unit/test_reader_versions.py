@@ -90,3 +90,14 @@ def test_with_arguments_the_read_limit_given_wins():
     everything = reader_for(one_stream(maxRecordsPerBatch="6"))
     unbounded = everything.latestOffset(everything.initialOffset(), spark_api.ReadAllAvailable())
     assert all(s.max_records == -1 for s in SourceOffset.from_json(unbounded).streams[A].values())
+
+
+def test_the_api_detection_matches_the_installed_pyspark():
+    """A detection that breaks (a module renamed, an import that fails for another reason) would move
+    every query onto the 4.0/4.1 paths silently: pinned to the installed version."""
+    import pyspark
+    from packaging.version import Version
+
+    installed = Version(pyspark.__version__)
+    assert (installed >= Version("4.2")) == spark_api.ADMISSION_CONTROL, installed
+    assert (installed >= Version("4.1")) == spark_api.ARROW_STREAM_WRITER, installed

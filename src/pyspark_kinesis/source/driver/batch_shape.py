@@ -82,9 +82,7 @@ class BatchShape:
     ) -> tuple[list[ShardRef], set[ShardRef]]:
         """The shards the next batch may read, in plan order (readable by the lineage rule, not drained
         under this AvailableNow run), and those of them that are idle (their last read found nothing
-        new): the planner reads those only where a look finds something (`tip_probe`). AvailableNow
-        has no idle shards: it reads on until every shard is drained, since planning no batch would
-        end the run."""
+        new): the planner reads those only where a look finds something (`tip_probe`)."""
         drained = self._drained(ends, start_cutoff, cutoff_ms)
         readable = [
             (key, sid)
@@ -92,9 +90,14 @@ class BatchShape:
             for sid in lineage.readable(streams[key])
             if (key, sid) not in drained
         ]
-        if cutoff_ms is not None:
-            return readable, set()
         return readable, {ref for ref in readable if streams[ref[0]][ref[1]].idle}
+
+    def drained_by_look(self, refs: set[ShardRef], cutoff_ms: int) -> None:
+        """AvailableNow: idle shards a look found nothing in are done for the run with this cutoff (the
+        look was answered after the cutoff, so nothing put before it is left)."""
+        if self._done_cutoff != cutoff_ms:
+            self._done, self._done_cutoff = set(), cutoff_ms
+        self._done |= refs
 
     def _drained(
         self, ends: Mapping[ShardRef, ShardEnd], start_cutoff: int | None, cutoff_ms: int | None

@@ -299,9 +299,14 @@ class Planner:
         ones a look found something in (see `tip_probe`)."""
         readable, idle = self.shape.admit(streams, ends, start_cutoff, self.cutoff_ms, self.clock())
         self.probe.forget(idle)
-        found = (
-            self.probe.news({ref: streams[ref[0]][ref[1]] for ref in idle}, self.clock()) if idle else set()
-        )
+        if not idle:
+            return readable
+        # AvailableNow looks at every idle shard once, whenever it was read last: one not looked at
+        # would end the run with what arrived since unread.
+        states = {ref: streams[ref[0]][ref[1]] for ref in idle}
+        found = self.probe.news(states, self.clock(), every=self.cutoff_ms is not None)
+        if self.cutoff_ms is not None:
+            self.shape.drained_by_look(idle - found, self.cutoff_ms)
         return [ref for ref in readable if ref not in idle or ref in found]
 
     def _planned_before(self, start: SourceOffset) -> SourceOffset | None:

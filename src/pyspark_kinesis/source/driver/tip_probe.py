@@ -11,8 +11,9 @@ it, so every end is still recorded by a task, first writer wins.
 
 A look that fails (a server that refuses it, an error the task's read would handle its own way) lets
 the shard into the batch, as before looks; credentials that may not call GetRecords from the driver
-turn looks off for that stream, with one warning. Under `trigger(availableNow=True)` there is no
-look: the run reads until every shard is drained.
+turn looks off for that stream, with one warning. Under `trigger(availableNow=True)` every idle
+shard is looked at once, whenever it was read last, and one a look found nothing in is drained for
+the run (the look was answered after the run's cutoff): a run with nothing new plans no batch.
 """
 
 from __future__ import annotations
@@ -47,13 +48,14 @@ class TipProbe:
         self._pool: ThreadPoolExecutor | None = None
         self.looks = 0  # GetRecords calls made by looks (for tests and the lag report's readers)
 
-    def news(self, idle: Mapping[ShardRef, ShardState], now: int) -> set[ShardRef]:
+    def news(self, idle: Mapping[ShardRef, ShardState], now: int, every: bool = False) -> set[ShardRef]:
         """The idle shards a batch should read now: those due for a look (the interval since their last
-        read or look has passed) whose look found something, or told nothing certain."""
+        read or look has passed; with `every`, all of them) whose look found something, or told
+        nothing certain."""
         due = {
             ref: state
             for ref, state in idle.items()
-            if now - max(state.polled_ms, self._looked.get(ref, 0)) >= self._interval_ms
+            if every or now - max(state.polled_ms, self._looked.get(ref, 0)) >= self._interval_ms
         }
         if not due:
             return set()
