@@ -2,7 +2,10 @@
 
 Public API: `register` (the format "kinesis"), `KinesisDataSource`, the errors the connector raises,
 and the `assign` module (shard-to-task assigners, usable without Spark). Everything under `source`,
-`sink`, `config`, `aws` and `tools` is internal and may change between versions.
+`sink`, `config`, `aws`, `values` and `cli` is internal and may change between versions.
+
+Importing the package is light (the errors only): every Spark session imports it when it first looks
+for Python data sources, and the command-line tools need no PySpark.
 """
 
 from __future__ import annotations
@@ -24,7 +27,18 @@ from .errors import (
 if TYPE_CHECKING:
     from .datasource import KinesisDataSource
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The installed distribution's version: pyproject.toml is the one place it is written."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyspark-kinesis")
+    except PackageNotFoundError:  # (a source tree on sys.path, not installed)
+        return "0+unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     # registering the format "kinesis"

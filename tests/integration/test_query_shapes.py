@@ -24,7 +24,7 @@ from tests.support.query_shapes import SHAPES, Records, Shape, put_records
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
-ROUND = 30  # records per stream per round
+ROUND = 20  # records per stream per round (and a duplicate of every seventh)
 
 
 class Scenario:
@@ -53,7 +53,6 @@ class Scenario:
                 stream,
                 str(self.tmp / f"meta-{name}"),
                 startingPosition="TRIM_HORIZON",
-                maxRecordsPerBatch=25,
             )
             for name, stream in self.streams.items()
         }
@@ -133,9 +132,10 @@ def test_available_now_runs_from_one_checkpoint_equal_the_batch_query(spark, kin
     shape = SHAPES[name]
     scenario = Scenario(spark, kinesalite.endpoint, shape, tmp_path)
     sink = Collector()
-    # Three runs: the second starts after a run that may end in a no-data batch (a watermark moved),
-    # the third surely does; the middle round puts on the first stream only.
-    for names in (None, shape.streams[:1], None):
+    # Each run starts after one that ended in a no-data batch where the shape holds state (its
+    # watermark moved); shapes of two streams get a middle run with records on the first one only.
+    rounds = (None, shape.streams[:1], None) if len(shape.streams) > 1 else (None, None)
+    for names in rounds:
         scenario.put(names)
         scenario.available_now(sink)
     if shape.flush:
@@ -188,7 +188,7 @@ def test_a_stateful_query_restarts_with_and_without_no_data_batches(
     before = spark.conf.get(key)
     spark.conf.set(key, no_data_batches)
     try:
-        for _round in range(3):
+        for _round in range(2):
             scenario.put()
             scenario.available_now(sink)
     finally:

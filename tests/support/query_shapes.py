@@ -83,14 +83,14 @@ def _stateless(inputs: dict[str, Any]) -> Any:
 
 def _drop_duplicates(inputs: dict[str, Any]) -> Any:
     return (
-        parsed(inputs["a"]).withWatermark("at", "30 seconds").dropDuplicates(["id", "at"]).select("id", "ts")
+        parsed(inputs["a"]).withWatermark("at", "10 seconds").dropDuplicates(["id", "at"]).select("id", "ts")
     )
 
 
 def _drop_duplicates_within(inputs: dict[str, Any]) -> Any:
     return (
         parsed(inputs["a"])
-        .withWatermark("at", "30 seconds")
+        .withWatermark("at", "10 seconds")
         .dropDuplicatesWithinWatermark(["id", "ts"])
         .select("id", "ts")
     )
@@ -106,8 +106,8 @@ def _windows(inputs: dict[str, Any]) -> Any:
 
     return (
         parsed(inputs["a"])
-        .withWatermark("at", "30 seconds")
-        .groupBy(F.window("at", "10 seconds"), "key")
+        .withWatermark("at", "10 seconds")
+        .groupBy(F.window("at", "5 seconds"), "key")
         .agg(F.count("*").alias("n"), F.sum("id").alias("ids"))
         .select(F.col("window.start").cast("long").alias("start"), "key", "n", "ids")
     )
@@ -116,11 +116,11 @@ def _windows(inputs: dict[str, Any]) -> Any:
 def _join(inputs: dict[str, Any]) -> Any:
     from pyspark.sql import functions as F
 
-    a = parsed(inputs["a"]).withWatermark("at", "30 seconds").alias("a")
-    b = parsed(inputs["b"]).withWatermark("at", "30 seconds").alias("b")
+    a = parsed(inputs["a"]).withWatermark("at", "10 seconds").alias("a")
+    b = parsed(inputs["b"]).withWatermark("at", "10 seconds").alias("b")
     return a.join(
         b,
-        F.expr("a.id = b.id AND b.at BETWEEN a.at - INTERVAL 20 SECONDS AND a.at + INTERVAL 20 SECONDS"),
+        F.expr("a.id = b.id AND b.at BETWEEN a.at - INTERVAL 5 SECONDS AND a.at + INTERVAL 5 SECONDS"),
     ).select(
         F.col("a.id").alias("id"),
         F.col("a.sequenceNumber").alias("seq_a"),

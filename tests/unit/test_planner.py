@@ -161,20 +161,18 @@ def test_available_now_ends_when_every_shard_is_drained():
     assert planner.next_offset(second, None, None) is second  # drained: the run ends
 
 
-def test_an_available_now_run_looks_at_idle_shards_and_plans_no_batch_without_news():
-    """A run that starts where the last one left every shard at the tip looks at each idle shard once,
-    however recently it was read, and reads only those a look found something in: a run with nothing
-    new plans no batch at all."""
+@pytest.mark.parametrize("last_read", [0, 3])
+def test_an_available_now_run_looks_at_shards_left_at_the_tip_and_plans_no_batch_without_news(last_read):
+    """A run that starts where the last one left every shard at the tip (its last read took nothing, or
+    took records and reached the tip) looks at each shard once, however recently it was read, and reads
+    only those a look found something in: a run with nothing new plans no batch at all."""
     h = one_stream(idlePollIntervalMs="60000")
     planner = h.planner()
     first = planner.next_offset(planner.initial_offset(), None, None)
-    h.run(
-        first, {(A, s): read(Position.trim_horizon(), 4, tip=True, at_ms=h.clock.now) for s in ("s0", "s1")}
-    )
+    tip = {(A, s): read(Position.trim_horizon(), 4, tip=True, at_ms=h.clock.now) for s in ("s0", "s1")}
+    h.run(first, tip)
     second = planner.next_offset(first, None, None)
-    h.run(
-        second, {(A, s): read(Position.after("1004"), 0, tip=True, at_ms=h.clock.now) for s in ("s0", "s1")}
-    )
+    h.run(second, {ref: read(tip[ref].end, last_read, tip=True, at_ms=h.clock.now) for ref in tip})
     for news in ({}, {"s1": TipAnswer(True)}):  # two runs, 100 ms after the shards were read
         run = h.planner()
         h.clock.now += 100
@@ -187,7 +185,8 @@ def test_an_available_now_run_looks_at_idle_shards_and_plans_no_batch_without_ne
             assert planned.batch == second.batch  # nothing new: no batch, the run ends
         else:
             assert list(planned.tasks().values()) == [[(A, "s1")]]
-            h.run(planned, {(A, "s1"): read(Position.after("1004"), 2, tip=True, end=Position.after("3000"))})
+            start = planned.state((A, "s1")).position
+            h.run(planned, {(A, "s1"): read(start, 2, tip=True, end=Position.after("3000"))})
             assert run.next_offset(planned, None, None) is planned  # s0 stays done: no second look
             assert len(h.kinesis.looks) - looks == 2
 

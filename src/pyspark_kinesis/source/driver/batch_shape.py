@@ -82,7 +82,8 @@ class BatchShape:
     ) -> tuple[list[ShardRef], set[ShardRef]]:
         """The shards the next batch may read, in plan order (readable by the lineage rule, not drained
         under this AvailableNow run), and those of them that are idle (their last read found nothing
-        new): the planner reads those only where a look finds something (`tip_probe`)."""
+        new; under AvailableNow also those whose last read ended at the tip, records or not): the
+        planner reads those only where a look finds something (`tip_probe`)."""
         drained = self._drained(ends, start_cutoff, cutoff_ms)
         readable = [
             (key, sid)
@@ -90,7 +91,12 @@ class BatchShape:
             for sid in lineage.readable(streams[key])
             if (key, sid) not in drained
         ]
-        return readable, {ref for ref in readable if streams[ref[0]][ref[1]].idle}
+        at_tip = cutoff_ms is not None  # (a run's first look replaces a read that would find nothing)
+        return readable, {
+            ref
+            for ref in readable
+            if streams[ref[0]][ref[1]].idle or (at_tip and streams[ref[0]][ref[1]].tip_ms > 0)
+        }
 
     def drained_by_look(self, refs: set[ShardRef], cutoff_ms: int) -> None:
         """AvailableNow: idle shards a look found nothing in are done for the run with this cutoff (the
