@@ -25,7 +25,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .datasource import KinesisDataSource
+    from .datasource import DefaultSource, KinesisDataSource
 
 
 def _version() -> str:
@@ -42,6 +42,9 @@ __version__ = _version()
 
 __all__ = [
     # registering the format "kinesis"
+    "DefaultSource",
+    "FALLBACK_FORMAT",
+    "FORMAT",
     "KinesisDataSource",
     "register",
     # errors
@@ -75,22 +78,41 @@ def _configure_logging() -> None:
 _configure_logging()
 
 
-def register(spark: Any) -> None:
-    """Register the format "kinesis" with a SparkSession.
+FORMAT = "kinesis"
+# Where another data source already has "kinesis" (Databricks Runtime ships its own Kinesis source under
+# that name): the name `register` falls back to.
+FALLBACK_FORMAT = "pyspark_kinesis"
+
+
+def register(spark: Any, name: str | None = None) -> str:
+    """Register the connector's format with a SparkSession, and return the name it is registered under.
 
     Parameters
     ----------
     spark : pyspark.sql.SparkSession
-        The session whose ``readStream``/``read``/``writeStream``/``write`` should know the format.
+        The session whose ``readStream``/``read``/``writeStream``/``write`` should know the format (a
+        Spark Connect session too).
+    name : str, optional
+        The format name to register. By default "kinesis", or "pyspark_kinesis" where another data
+        source already has "kinesis" (Databricks Runtime's own Kinesis source): which one, and why, is
+        logged. A name given here is registered exactly, or refused with an error naming the source
+        that has it.
+
+    Returns
+    -------
+    str
+        The name to pass to ``format(...)``: write queries with it, and they run under either name.
 
     Examples
     --------
     >>> import pyspark_kinesis
-    >>> pyspark_kinesis.register(spark)  # doctest: +SKIP
-    >>> df = spark.readStream.format("kinesis").option("streamName", "orders").load()  # doctest: +SKIP
+    >>> fmt = pyspark_kinesis.register(spark)  # doctest: +SKIP
+    >>> df = spark.readStream.format(fmt).option("streamName", "orders").load()  # doctest: +SKIP
     """
     source = _data_source()  # (before touching the session: without PySpark 4 it says so first)
-    spark.dataSource.register(source)
+    from .registration import register_as
+
+    return register_as(spark, source, name, FORMAT, FALLBACK_FORMAT)
 
 
 def _data_source() -> type:
@@ -121,7 +143,16 @@ def needs_pyspark(exc: ImportError) -> str:
 
 def __getattr__(name: str) -> Any:
     # The data source class pulls in pyspark: loaded when asked for, so that `import pyspark_kinesis`
-    # (the CLI, the assigners) stays light.
+    # (the CLI, the assigners, Spark's look for Python data sources) stays light. `DefaultSource` is
+    # what Spark registers on its own, without `register()`, wherever the package is installed beside
+    # the driver (pyspark/sql/worker/lookup_data_sources.py: every module named pyspark_*).
     if name == "KinesisDataSource":
         return _data_source()
+    if name == "DefaultSource":  # (named "pyspark_kinesis": see datasource.DefaultSource)
+        try:
+            _data_source()
+            from .datasource import DefaultSource
+        except ImportError as exc:  # Spark's look (`hasattr`) must go on to the other packages
+            raise AttributeError(f"pyspark_kinesis.DefaultSource cannot load: {exc}") from exc
+        return DefaultSource
     raise AttributeError(f"module 'pyspark_kinesis' has no attribute {name!r}")

@@ -74,3 +74,18 @@ class KinesisDataSource(DataSource):
         from .sink.writers import prepare, stream_writer
 
         return stream_writer(prepare(schema, parse_sink_options(self.options)))
+
+
+class DefaultSource(KinesisDataSource):
+    """The same source under the name "pyspark_kinesis": what Spark registers by itself, without
+    `register()`, wherever the package is installed beside the driver (it looks for a `DefaultSource`
+    in every module named `pyspark_*`).
+
+    Not "kinesis": a platform may ship a JVM source by that name (Databricks Runtime does), and Spark
+    resolves a format to the JVM source first, so a Python source registered statically as "kinesis"
+    would be shadowed there without a word. "pyspark_kinesis" is ours alone.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "pyspark_kinesis"

@@ -1,0 +1,117 @@
+"""The format's name where another data source has "kinesis" (Databricks Runtime ships its own Kinesis
+source): a JVM data source named "kinesis", built here with javac against PySpark's own jars, on the
+classpath of a session in its own process (format_names_app.py). `register` falls back to a free name
+and says so, a read, a streaming read and a write work under the name it returns, and a name asked
+for explicitly that is taken is refused clearly. Without `register`, Spark registers the installed
+package by itself (its `DefaultSource`) as "pyspark_kinesis", beside a JVM "kinesis" too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import pyspark_kinesis
+from tests.helpers import client, new_stream, put
+from tests.support.cluster import spark_home
+
+pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
+APP = Path(__file__).with_name("format_names_app.py")
+SOURCE = """package test.fake;
+
+import org.apache.spark.sql.sources.DataSourceRegister;
+
+/** A JVM data source that takes the short name "kinesis", as Databricks Runtime's Kinesis source does. */
+public class KinesisNamedSource implements DataSourceRegister {
+  @Override
+  public String shortName() {
+    return "kinesis";
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def kinesis_named_jar(tmp_path_factory) -> str:
+    javac = shutil.which("javac")
+    if javac is None:
+        pytest.skip("no JDK compiler (javac) on this machine to build the JVM source named 'kinesis'")
+    work = tmp_path_factory.mktemp("jar")
+    source = work / "src" / "test" / "fake" / "KinesisNamedSource.java"
+    source.parent.mkdir(parents=True)
+    source.write_text(SOURCE)
+    classes = work / "classes"
+    subprocess.run(
+        [javac, "-cp", str(Path(spark_home()) / "jars" / "*"), "-d", str(classes), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    jar = work / "kinesis-named.jar"
+    with zipfile.ZipFile(jar, "w") as out:
+        out.write(
+            classes / "test" / "fake" / "KinesisNamedSource.class", "test/fake/KinesisNamedSource.class"
+        )
+        out.writestr(
+            "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister",
+            "test.fake.KinesisNamedSource\n",
+        )
+    return str(jar)
+
+
+def run_app(cfg: dict) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(APP), json.dumps(cfg)], capture_output=True, text=True, timeout=300
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
+    result = json.loads(lines[-1][len("RESULT ") :])
+    result["log"] = done.stderr
+    return result
+
+
+def scenario(endpoint: str, tmp_path: Path, **extra) -> tuple[dict, list[str]]:
+    kin = client(endpoint)
+    stream, target = new_stream(kin, shards=2), new_stream(kin, shards=1)
+    expected = put(kin, stream, 0, 30)
+    cfg = {
+        "endpoint": endpoint,
+        "stream": stream,
+        "target": target,
+        "meta": str(tmp_path / "meta"),
+        "out": str(tmp_path / "out"),
+        "checkpoint": str(tmp_path / "cp"),
+        **extra,
+    }
+    return cfg, expected
+
+
+def test_beside_a_jvm_source_named_kinesis_register_falls_back_and_reads_and_writes(
+    kinesalite, kinesis_named_jar, tmp_path
+):
+    cfg, expected = scenario(kinesalite.endpoint, tmp_path, jar=kinesis_named_jar)
+    result = run_app(cfg)
+    assert result["name"] == pyspark_kinesis.FALLBACK_FORMAT
+    assert result["static"] == sorted(
+        expected
+    )  # found by itself as "pyspark_kinesis", beside a JVM "kinesis"
+    assert "Another data source is registered as 'kinesis'" in result["log"]
+    assert result["explicit"].startswith("error: NameTakenError: The format name 'kinesis' is another")
+    assert result["batch"] == sorted(expected) and result["streamed"] == sorted(expected)
+    written = client(kinesalite.endpoint)
+    from tests.helpers import read_all
+
+    assert sorted(d.decode() for d in read_all(written, cfg["target"])) == sorted(expected)
+
+
+def test_where_kinesis_is_free_register_takes_it(kinesalite, tmp_path):
+    cfg, expected = scenario(kinesalite.endpoint, tmp_path)
+    result = run_app(cfg)
+    assert result["name"] == "kinesis" and result["batch"] == sorted(expected)
+    assert result["static"] == sorted(expected)
+    assert result["explicit"] == "kinesis"  # registering the same name again replaces it
