@@ -60,6 +60,7 @@ def named_source(source: type, name: str) -> type:
     """`source` under another format name: a subclass whose `name()` says so (Spark registers a data
     source class by what its `name()` returns, and pickles it to its Python workers). A subclass the
     package defines for that name is used as it is (it pickles by reference)."""
+    defined: type
     for defined in source.__subclasses__():
         if defined.name() == name:  # type: ignore[attr-defined]
             return defined
