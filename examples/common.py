@@ -23,13 +23,18 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 def kinesis(reader: Any, args: argparse.Namespace) -> Any:
     """The format and the connection options every example uses, on a reader or a writer."""
-    reader = reader.format("kinesis").option("region", args.region)
+    reader = reader.format(FORMAT[0]).option("region", args.region)
     return reader.option("endpointUrl", args.endpoint_url) if args.endpoint_url else reader
+
+
+# The name `register` returned ("kinesis", or "pyspark_kinesis" where a platform's own source has
+# "kinesis", as on Databricks Runtime).
+FORMAT = [pyspark_kinesis.FORMAT]
 
 
 def session(name: str) -> SparkSession:
     spark = SparkSession.builder.appName(name).getOrCreate()
-    pyspark_kinesis.register(spark)
+    FORMAT[0] = pyspark_kinesis.register(spark)
     return spark
 
 

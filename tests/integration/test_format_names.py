@@ -8,60 +8,23 @@ package by itself (its `DefaultSource`) as "pyspark_kinesis", beside a JVM "kine
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import pyspark_kinesis
 from tests.helpers import client, new_stream, put
-from tests.support.cluster import spark_home
+from tests.support.jvm_kinesis import build_kinesis_named_jar
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 APP = Path(__file__).with_name("format_names_app.py")
-SOURCE = """package test.fake;
-
-import org.apache.spark.sql.sources.DataSourceRegister;
-
-/** A JVM data source that takes the short name "kinesis", as Databricks Runtime's Kinesis source does. */
-public class KinesisNamedSource implements DataSourceRegister {
-  @Override
-  public String shortName() {
-    return "kinesis";
-  }
-}
-"""
 
 
 @pytest.fixture(scope="module")
 def kinesis_named_jar(tmp_path_factory) -> str:
-    javac = shutil.which("javac")
-    if javac is None:
-        pytest.skip("no JDK compiler (javac) on this machine to build the JVM source named 'kinesis'")
-    work = tmp_path_factory.mktemp("jar")
-    source = work / "src" / "test" / "fake" / "KinesisNamedSource.java"
-    source.parent.mkdir(parents=True)
-    source.write_text(SOURCE)
-    classes = work / "classes"
-    subprocess.run(
-        [javac, "-cp", str(Path(spark_home()) / "jars" / "*"), "-d", str(classes), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    jar = work / "kinesis-named.jar"
-    with zipfile.ZipFile(jar, "w") as out:
-        out.write(
-            classes / "test" / "fake" / "KinesisNamedSource.class", "test/fake/KinesisNamedSource.class"
-        )
-        out.writestr(
-            "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister",
-            "test.fake.KinesisNamedSource\n",
-        )
-    return str(jar)
+    return build_kinesis_named_jar(tmp_path_factory.mktemp("jar"))
 
 
 def run_app(cfg: dict) -> dict:

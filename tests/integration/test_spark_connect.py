@@ -1,6 +1,8 @@
 """Through Spark Connect: pyspark's own Connect server on 127.0.0.1 (the package installed on the server
 side), and a remote session that registers the format, reads a stream in batch and streaming mode and
-writes with the sink."""
+writes with the sink. The server has a JVM data source named "kinesis" on its classpath, as a
+Databricks Runtime has its own: the client's `register` gets "pyspark_kinesis", and everything runs
+under that name (the name Spark registered by itself on the server, too)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+import pyspark_kinesis
 from pyspark_kinesis.cli.local_kinesis import free_port
 from tests.helpers import client, new_stream, put
 from tests.support.cluster import spark_home
+from tests.support.jvm_kinesis import build_kinesis_named_jar
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
@@ -25,7 +29,9 @@ pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 @pytest.fixture(scope="module")
 def connect_server():
     port = free_port()
-    log = Path(tempfile.mkdtemp(prefix="spark-connect-")) / "server.log"
+    work = Path(tempfile.mkdtemp(prefix="spark-connect-"))
+    log = work / "server.log"
+    jvm_kinesis = build_kinesis_named_jar(work)
     env = dict(os.environ, SPARK_HOME=spark_home(), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     command = [
         str(Path(spark_home()) / "bin" / "spark-submit"),
@@ -33,6 +39,7 @@ def connect_server():
         "--master", "local[2]",
         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
         "--conf", f"spark.connect.grpc.binding.port={port}",
+        "--jars", jvm_kinesis,
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.driver.host=127.0.0.1",
         "--conf", "spark.driver.bindAddress=127.0.0.1",
@@ -82,6 +89,9 @@ def test_batch_and_streaming_reads_and_a_sink_write_through_spark_connect(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["name"] == pyspark_kinesis.FALLBACK_FORMAT
+    assert "Another data source is registered as 'kinesis'" in done.stderr
+    assert sorted(got["static"]) == sorted(expected)
     assert sorted(got["batch"]) == sorted(expected)
     assert sorted(got["streamed"]) == sorted(expected)
     shard = kin.list_shards(StreamName=target)["Shards"][0]["ShardId"]

@@ -5,6 +5,9 @@ real planner over fakes (planner_fakes.py), no Spark."""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
+
 import pytest
 
 from pyspark_kinesis import spark_api
@@ -20,6 +23,7 @@ def reader_for(h: Harness) -> KinesisStreamReader:
     """A reader as a (re)started query's planner process has it (its constructor would ask AWS)."""
     reader = object.__new__(KinesisStreamReader)
     reader.config, reader.relay_key, reader._seen = h.config, b"", None
+    reader._told_backlog = reader._available_now = reader._drained = False
     reader._planner = h.planner()
     return reader
 
@@ -101,3 +105,50 @@ def test_the_api_detection_matches_the_installed_pyspark():
     installed = Version(pyspark.__version__)
     assert (installed >= Version("4.2")) == spark_api.ADMISSION_CONTROL, installed
     assert (installed >= Version("4.1")) == spark_api.ARROW_STREAM_WRITER, installed
+
+
+def behind(h: Harness, offset_json: dict, seq: int, millis: int) -> None:
+    """Batch `offset_json` read 3 records of each shard and stopped `millis` behind the tip."""
+    offset = SourceOffset.from_json(offset_json)
+    h.run(
+        offset,
+        {
+            ref: replace(
+                read(offset.state(ref).position, 3, tip=millis == 0, end=Position.after(str(seq))),
+                millis_behind=millis,
+            )
+            for refs in offset.tasks().values()
+            for ref in refs
+        },
+    )
+
+
+@pytest.mark.parametrize("millis", [0, 90_000])
+def test_a_run_starting_from_a_batch_that_left_a_backlog_says_so_once(caplog, millis):
+    """PySpark 4.0/4.1: an availableNow run reads one bounded batch; the next run's first planning
+    warns (once) when that batch left shards behind, naming drainInOneBatch; not when it read to the tip."""
+    h = one_stream(maxRecordsPerBatch="6")
+    first = reader_for(h).latestOffset()
+    behind(h, first, 500, millis)
+    caplog.set_level(logging.WARNING, logger="pyspark_kinesis")
+    run = reader_for(h)  # the next run: a new planner process, shown the last logged offset
+    assert run.partitions(first, first) == []
+    second = run.latestOffset()
+    behind(h, second, 900, millis)
+    run.latestOffset()
+    said = [r.getMessage() for r in caplog.records if "drainInOneBatch=true" in r.getMessage()]
+    if millis:
+        assert len(said) == 1 and "2 shard(s)" in said[0] and "90.0 s" in said[0] and "Batch 0" in said[0]
+    else:
+        assert said == []
+
+
+def test_no_backlog_word_under_drain_in_one_batch(caplog):
+    h = one_stream(drainInOneBatch="true")
+    first = reader_for(h).latestOffset()
+    behind(h, first, 500, 90_000)
+    caplog.set_level(logging.WARNING, logger="pyspark_kinesis")
+    run = reader_for(h)
+    assert run.partitions(first, first) == []
+    run.latestOffset()
+    assert not [r for r in caplog.records if "drainInOneBatch=true" in r.getMessage()]

@@ -73,12 +73,12 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
-        pyspark_kinesis.register(spark)
+        fmt = pyspark_kinesis.register(spark)  # ("kinesis" where that name is free)
         schema = "order_id BIGINT, customer STRING, amount DOUBLE"
 
         def run_query() -> None:
             raw = (
-                spark.readStream.format("kinesis")
+                spark.readStream.format(fmt)
                 .option("streamName", stream)
                 .option("region", "us-east-1")
                 .option("endpointUrl", server.endpoint)

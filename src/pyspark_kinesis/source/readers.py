@@ -61,6 +61,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._seen: SourceOffset | None = None  # the newest offset Spark showed (PySpark 4.0/4.1)
         self._available_now = False  # PySpark 4.2+: Spark prepared this run for Trigger.AvailableNow
         self._drained = False  # drainInOneBatch: this run planned its one batch
+        self._told_backlog = False  # PySpark 4.0/4.1: the run's first planning looked at the backlog
 
     def __getstate__(self) -> dict[str, Any]:
         return {
@@ -124,6 +125,11 @@ class KinesisStreamReader(DataSourceStreamReader):
             self._drain_once()
             max_rows = max_bytes = None
         nxt = self.planner.next_offset(offset, max_rows, max_bytes)
+        if start is None and not self._told_backlog and not self.config.drain_in_one_batch:
+            from .driver.lag import report_backlog  # (PySpark 4.0/4.1, a run's first planning)
+
+            self._told_backlog = True
+            report_backlog(offset.batch, self.planner.recorded_ends(offset))
         if nxt is offset:
             return start if start is not None else offset.to_json()
         return self._see(nxt).to_json()

@@ -36,6 +36,27 @@ def report_losses(batch: int, ends: Mapping[ShardRef, ShardEnd]) -> None:
             )  # fmt: skip
 
 
+def report_backlog(batch: int, ends: Mapping[ShardRef, ShardEnd]) -> bool:
+    """PySpark 4.0/4.1: a run's first planning says, once, when the batch it starts from left shards
+    behind their stream's tip. There `trigger(availableNow=True)` runs one bounded batch and stops
+    (see `spark_api`), and the planner hears nothing after a run's last batch: the next run is the
+    first moment the connector can tell a nightly catch-up job that each run reads only a part of
+    what is there. Returns whether it warned."""
+    behind = {ref: end.millis_behind for ref, end in ends.items() if end.millis_behind > 0}
+    if not behind:
+        return False
+    streams = sorted({key for key, _sid in behind})
+    log.warning(
+        "Batch %d, where this run starts, ended with %d shard(s) of %s still behind the stream's tip (up to "
+        "%.1f s). On PySpark 4.0/4.1 a trigger(availableNow=True) run reads one batch, bounded by "
+        "maxRecordsPerBatch/maxBytesPerBatch and the per-shard limits, and stops: the rest waits for the "
+        "next run. To read the whole backlog in every run, set drainInOneBatch=true (it reads in bounded "
+        "chunks), or use PySpark 4.2+. (Under a processingTime trigger the next batches read it: nothing to do.)",
+        batch, len(behind), ", ".join(streams), max(behind.values()) / 1000,
+    )  # fmt: skip
+    return True
+
+
 class LagTracker:
     """Per-shard lag, updated from each batch's recorded ends, reported per stream."""
 
