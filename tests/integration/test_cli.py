@@ -226,3 +226,70 @@ def test_local_start_serves_until_stopped_and_options_lists_the_options(tmp_path
         assert server.wait(timeout=30) == 0
     listed = cli("options").stdout
     assert "metadataPath" in listed and "maxRecordsPerShard" in listed
+
+
+def test_local_start_prints_what_a_first_run_needs(tmp_path):
+    """A pip user's first minutes: `local start` prints its endpoint and the credentials to set, and
+    with exactly those (no AWS configuration at all) the stream commands work against it."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        COLUMNS="200",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pyspark_kinesis.cli",
+            "local",
+            "start",
+            "--kind",
+            "kinesalite",
+            "--seconds",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        lines: list[str] = []
+        assert server.stdout is not None
+        for line in server.stdout:  # (bounded: the server stops itself after 60 s)
+            lines.append(line)
+            if "endpointUrl" in line:
+                break
+        printed = "".join(lines)
+        endpoint = re.search(r"listening on (http://127\.0\.0\.1:\d+)", printed)
+        exports = re.search(
+            r"export (AWS_ACCESS_KEY_ID=\S+) (AWS_SECRET_ACCESS_KEY=\S+) (AWS_DEFAULT_REGION=\S+)", printed
+        )
+        assert endpoint and exports, printed
+        told = dict(kv.split("=", 1) for kv in exports.groups())
+        made = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pyspark_kinesis.cli",
+                "create",
+                "first",
+                "--endpoint-url",
+                endpoint.group(1),
+            ],
+            capture_output=True,
+            text=True,
+            env={**env, **told},
+            timeout=60,
+        )
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert f'.option("endpointUrl", "{endpoint.group(1)}")' in printed
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -47,6 +47,10 @@ def demo(
     raise typer.Exit(run(workdir, orders, shards))
 
 
+# The dummy credentials `local start` tells users to set for the local server.
+LOCAL_KEY_ID, LOCAL_SECRET = "000000000000", "local"
+
+
 @local_app.command("start")
 def local_start(
     kind: str = typer.Option("kinesis-local", help="kinesis-local or kinesalite."),
@@ -58,7 +62,20 @@ def local_start(
     from .local_kinesis import LocalKinesis
 
     server = LocalKinesis(kind, port or None, persist_dir).start()
-    console.print(f"{kind} listening on [bold]{server.endpoint}[/] (log: {server.log_path}); Ctrl-C stops it")
+    console.print(
+        f"{kind} listening on [bold]{server.endpoint}[/] (log: {server.log_path}); Ctrl-C stops it",
+        soft_wrap=True,
+    )
+    # Any key works there, but botocore signs every call and needs some: a first run with no AWS
+    # configuration fails with "Unable to locate credentials" without these.
+    console.print(
+        "Use it with (any credentials work, but some must be set):\n"
+        f"  export AWS_ACCESS_KEY_ID={LOCAL_KEY_ID} AWS_SECRET_ACCESS_KEY={LOCAL_SECRET} AWS_DEFAULT_REGION=us-east-1\n"
+        f"  pyspark-kinesis create orders --endpoint-url {server.endpoint}\n"
+        f'  spark.readStream.format(fmt).option("endpointUrl", "{server.endpoint}").option("region", "us-east-1")',
+        highlight=False,
+        soft_wrap=True,
+    )
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     deadline = time.monotonic() + seconds if seconds else float("inf")
