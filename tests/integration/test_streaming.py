@@ -79,8 +79,11 @@ def test_latest_reads_records_put_after_the_query_started_only(spark, any_kinesi
     try:
         # LATEST is pinned when Spark initializes the source, moments after start() returns; records
         # put from then on, including before the first batch is planned, must all arrive.
-        # The offset log's first entry is written after initialOffset() pinned LATEST.
-        wait_for(lambda: (tmp_path / "cp" / "offsets" / "0").exists(), 60, "the first offset", query)
+        # The source's first planning (its identity record under metadataPath) comes after initialOffset()
+        # pinned LATEST. (Not the offset log's first entry: an idle stream plans no batch.)
+        wait_for(
+            lambda: any((tmp_path / "meta").glob("*/source.json")), 60, "the source's first planning", query
+        )
         expected = put(kin, stream, 0, 60, tag="new")
         wait_for(lambda: len(sink.rows) >= 60, 60, "records put after the start", query)
         time.sleep(2)
