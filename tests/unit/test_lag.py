@@ -42,6 +42,7 @@ def test_per_stream_max_average_and_shards_behind():
         "recordsRead": 25,
         "bytesRead": 250,
         "shardsWithDataLoss": 0,
+        "misplacedUserRecordsDropped": 0,
     }
     assert report["streams"][OTHER]["shardsBehind"] == 0
     # Only integers and strings: what Spark accepts from reportLatestOffset().
@@ -65,9 +66,10 @@ def test_what_a_batch_read_counts_shards_it_read_to_their_end_and_the_losses_it_
     lag = LagTracker()
     pos = Position.after("1")
     gone = ShardEnd(start=pos, end=Position.shard_end(), records=7, bytes=70, losses=("aged out",))
-    lossy = ShardEnd(start=pos, end=pos, records=2, bytes=20, losses=("one", "two"))
+    lossy = ShardEnd(start=pos, end=pos, records=2, bytes=20, losses=("one", "two"), misplaced=3)
     lag.update(4, {(ARN, "s0"): gone, (ARN, "s1"): lossy, (ARN, "s2"): end(0)}, {ARN: ["s1", "s2"]})
     figures = lag.report()["streams"][ARN]
+    assert figures["misplacedUserRecordsDropped"] == 3  # KPL user records outside their shard's range
     assert (figures["recordsRead"], figures["bytesRead"]) == (19, 190)
     assert (figures["shards"], figures["shardsWithDataLoss"]) == (2, 2)
     lag.update(5, {(ARN, "s1"): end(0, 1, 10)}, {ARN: ["s1", "s2"]})  # the next batch lost nothing

@@ -167,7 +167,9 @@ class KinesisStreamReader(DataSourceStreamReader):
         if start == end:
             return []
         self.planner.check_replay(offset)
-        plans = plan_tasks(offset, self.config, self.planner.holders, self.relay_key)
+        plans = plan_tasks(
+            offset, self.config, self.planner.holders, self.relay_key, self.planner.hash_ranges(offset)
+        )
         return [KinesisPartition(plan) for plan in plans]
 
     def commit(self, end: dict) -> None:

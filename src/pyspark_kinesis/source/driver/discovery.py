@@ -112,6 +112,7 @@ def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
     for spec in config.streams:
         listed = KinesisProxy(spec, agent="planner").list_shards()
         closed = {s.shard_id: s.closed for s in listed}
+        ranges = {s.shard_id: (s.start_hash, s.end_hash) for s in listed}
         if spec.shard_starts:
             starts = {
                 sid: state.position
@@ -130,7 +131,7 @@ def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
             end = ends.get(sid, default_end)
             cutoff_ms = int(end.ts_ms or 0) if end.kind == TIMESTAMP else now
             end_at = end if end.anchor is not None else None
-            slices.append(BackfillSlice(spec.key, sid, start, closed[sid], cutoff_ms, end_at))
+            slices.append(BackfillSlice(spec.key, sid, start, closed[sid], cutoff_ms, end_at, ranges[sid]))
     return slices
 
 

@@ -65,9 +65,9 @@ class LagTracker:
         self._batch = -1
         self._live: dict[str, set[str]] = {}
         # What the last batch read of each stream: records, bytes, shards whose read went on past lost
-        # records (failOnDataLoss=false). From all its ends, shards read to their end (gone from the
-        # offset) included.
-        self._read: dict[str, tuple[int, int, int]] = {}
+        # records (failOnDataLoss=false), KPL user records dropped as outside their shard's hash key
+        # range. From all its ends, shards read to their end (gone from the offset) included.
+        self._read: dict[str, tuple[int, int, int, int]] = {}
 
     def update(
         self, batch: int, ends: Mapping[ShardRef, ShardEnd], live: Mapping[str, Iterable[str]]
@@ -76,11 +76,16 @@ class LagTracker:
         if batch < self._batch:
             return
         self._batch = batch
-        read: dict[str, tuple[int, int, int]] = {}
+        read: dict[str, tuple[int, int, int, int]] = {}
         for ref, end in ends.items():
             self._behind[ref] = end.millis_behind
-            records, size, lossy = read.get(ref[0], (0, 0, 0))
-            read[ref[0]] = (records + end.records, size + end.bytes, lossy + bool(end.losses))
+            records, size, lossy, misplaced = read.get(ref[0], (0, 0, 0, 0))
+            read[ref[0]] = (
+                records + end.records,
+                size + end.bytes,
+                lossy + bool(end.losses),
+                misplaced + end.misplaced,
+            )
         self._read = read
         self._live = {key: set(sids) for key, sids in live.items()}
         # Shards that left the offset (read to their end, or their stream removed) lag no more.
@@ -95,7 +100,7 @@ class LagTracker:
         streams: dict[str, Any] = {}
         for key in sorted(self._live):
             behind = [ms for (k, _sid), ms in self._behind.items() if k == key and ms >= 0]
-            records, size, lossy = self._read.get(key, (0, 0, 0))
+            records, size, lossy, misplaced = self._read.get(key, (0, 0, 0, 0))
             streams[key] = {
                 "shards": len(self._live[key]),
                 "shardsBehind": sum(1 for ms in behind if ms > 0),
@@ -105,5 +110,6 @@ class LagTracker:
                 "recordsRead": records,
                 "bytesRead": size,
                 "shardsWithDataLoss": lossy,
+                "misplacedUserRecordsDropped": misplaced,
             }
         return {"v": REPORT_VERSION, "batch": self._batch, "streams": streams}

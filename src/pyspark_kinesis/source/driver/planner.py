@@ -53,6 +53,7 @@ class Planner:
         # Where each shard's last read kept its continuation (`ShardEnd.holder`): handed to the next
         # batch's tasks (`tasks.plan_tasks`). A hint held in memory: after a restart reads subscribe anew.
         self.holders: dict[ShardRef, str] = {}
+        self._listed: set[str] = set()  # streams listed by `hash_ranges` in this run
         self.token: str | None = None  # the query's, once known (its `live` record is renewed)
         self.shape = BatchShape(config)
         self._ends_cache: tuple[int, dict[ShardRef, ShardEnd]] | None = None
@@ -116,6 +117,26 @@ class Planner:
         """This run is the query with `token`: no other query may be running on metadataPath."""
         self.log.claim(token)
         self.token = token
+
+    def hash_ranges(self, offset: SourceOffset) -> dict[ShardRef, tuple[int, int]]:
+        """The HashKeyRange of each shard batch `offset` reads, from the listings (a stream not listed
+        yet in this run, as when Spark replays its last batch right after a restart, is listed once):
+        the tasks drop the KPL user records outside it, as the KCL does. A range never changes, so a
+        replay drops what its first attempt dropped."""
+        ranges: dict[ShardRef, tuple[int, int]] = {}
+        for refs in offset.tasks().values():
+            for key, sid in refs:
+                info = self.discovery.info(key, sid)
+                if info is None and key not in self._listed and self.config.stream(key) is not None:
+                    self._listed.add(key)
+                    try:
+                        self.discovery.refresh(key, {}, force=True, cutoff_ms=None)
+                    except Exception as exc:  # the batch's reads will meet it too, and say so
+                        log.warning("Kinesis stream %s: could not list its shards for their hash key ranges: %s", key, exc)  # fmt: skip
+                    info = self.discovery.info(key, sid)
+                if info is not None:
+                    ranges[(key, sid)] = (info.start_hash, info.end_hash)
+        return ranges
 
     def check_replay(self, end: SourceOffset) -> None:
         """Before any task of a logged batch runs (Spark's `partitions`): the records under

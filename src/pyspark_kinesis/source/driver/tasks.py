@@ -21,10 +21,12 @@ def plan_tasks(
     config: SourceConfig,
     holders: Mapping[ShardRef, str] | None = None,
     relay_key: bytes = b"",
+    ranges: Mapping[ShardRef, tuple[int, int]] | None = None,
 ) -> list[TaskPlan]:
     """The tasks of the batch `offset` describes, in task order: what each reads, from where, within
     which budget; with `holders`, where each shard's last read kept its continuation (a hint the
-    offset does not carry: see `ShardEnd.holder`). Shards of streams no longer in the options are left out (their settings are gone),
+    offset does not carry: see `ShardEnd.holder`); with `ranges`, each shard's
+    HashKeyRange (a shard's range never changes, so a replay gets the one its first attempt had). Shards of streams no longer in the options are left out (their settings are gone),
     and so, with failOnDataLoss=false, are those of streams re-created since (see `recreated_streams`)."""
     plans = []
     gone = set(recreated_streams(offset, config))
@@ -47,6 +49,7 @@ def plan_tasks(
                 state.closed,
                 state.tip_ms,
                 (holders or {}).get((stream, sid), ""),
+                (ranges or {}).get((stream, sid)),
             )
             for stream, sid in kept
             for state in (offset.state((stream, sid)),)

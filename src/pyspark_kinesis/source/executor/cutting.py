@@ -9,6 +9,7 @@ its recorded end.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import logging
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ class ShardLimits:
     # Batch reads: the shard's endingPosition when it is a sequence number (AT: stop before it, an inside
     # position before its first sub-record; AFTER: stop after it). Reaching it is reaching the cutoff.
     end_at: Position | None = None
+    # The shard's HashKeyRange (ListShards), where the driver knew it: the user records of a KPL aggregate
+    # whose effective hash key lies outside it are not the shard's (see `misplaced`). None: keep all.
+    hash_range: tuple[int, int] | None = None
 
 
 def _before_or_at(seq: str, sub: int, until: Position) -> bool:
@@ -56,6 +60,26 @@ def _reached(seq: str, sub: int, total: int, until: Position) -> bool:
     if until.kind == INSIDE:
         return seq == until.seq and sub == until.sub
     return False
+
+
+def effective_hash_key(partition_key: str, explicit: str | None) -> int | None:
+    """Where Kinesis (and the KPL's shard map) places a user record: its explicit hash key, else the MD5
+    of its partition key as a 128-bit number (None: an explicit hash key that is not a number)."""
+    if explicit:
+        return int(explicit) if explicit.isdigit() else None
+    return int.from_bytes(hashlib.md5(partition_key.encode("utf-8"), usedforsecurity=False).digest(), "big")
+
+
+def misplaced(partition_key: str, explicit: str | None, hash_range: tuple[int, int] | None) -> bool:
+    """Whether a KPL user record lies outside the hash key range of the shard its aggregate is in. Right
+    after a reshard the KPL, whose shard map is stale, may put an aggregate into a shard that no longer
+    holds some of its user records, and re-sends those user records to the right shard: the KCL and
+    AWS's connectors drop them on read, and so does this source, or they would come out twice."""
+    if hash_range is None:
+        return False
+    low, high = hash_range
+    where = effective_hash_key(partition_key, explicit)
+    return where is not None and not low <= where <= high
 
 
 def _position_after(seq: str, sub: int, total: int) -> Position:
@@ -81,6 +105,7 @@ class BatchCut:
         self.first: tuple[str, int] | None = None  # the first user record taken
         self.last: tuple[str, int, int] | None = None  # (seq, sub, subs in that record) of the last row taken
         self.n_bytes = 0
+        self.misplaced = 0  # user records of aggregates dropped as outside the shard's range (`misplaced`)
         self.reached_cutoff = self.stop = self.done_until = False
 
     @property
@@ -179,28 +204,34 @@ class BatchCut:
                 self.reached_cutoff = self.stop = True
                 return
             users = deaggregate(data[index])
+            # Only an aggregate's user records can be misplaced: Kinesis itself placed a plain record.
+            ranged = limits.hash_range if users is not None else None
             if users is None:
                 if data[index].startswith(MAGIC):
                     self._corrupt_aggregate(seq)
                 users = [(keys[index], None, data[index])]
             total = len(users)
-            for sub, (key, _hash_key, payload) in enumerate(users):
+            for sub, (key, hash_key, payload) in enumerate(users):
                 if skip_from.skips(seq, sub):
                     continue
                 if limits.end_at is not None and not _before_or_at(seq, sub, limits.end_at):
                     self.reached_cutoff = self.stop = True
                     return
+                dropped = misplaced(key, hash_key, ranged)
                 if until is not None:
                     if not _before_or_at(seq, sub, until):
                         self.stop = self.done_until = True
                         return
-                elif self._full(len(payload)):
+                elif not dropped and self._full(len(payload)):
                     self.stop = True
                     return
-                if self.first is None:
-                    self.first = (seq, sub)
-                cols.append(payload, key, seq, sub, arrival)
-                self.n_bytes += len(payload)
+                if dropped:  # (the read moves past it all the same: a replay drops it again)
+                    self.misplaced += 1
+                else:
+                    if self.first is None:
+                        self.first = (seq, sub)
+                    cols.append(payload, key, seq, sub, arrival)
+                    self.n_bytes += len(payload)
                 self.last = (seq, sub, total)
                 if until is not None and _reached(seq, sub, total, until):
                     self.stop = self.done_until = True

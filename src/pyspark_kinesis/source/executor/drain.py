@@ -98,6 +98,7 @@ def summed(chunks: list[ShardEnd]) -> ShardEnd:
         start=chunks[0].start,
         records=sum(c.records for c in chunks),
         bytes=sum(c.bytes for c in chunks),
+        misplaced=sum(c.misplaced for c in chunks),
         first=next((c.first for c in chunks if c.first is not None), None),
         chunks=tuple(chunks),
         losses=tuple(text for c in chunks for text in c.losses),
@@ -134,6 +135,7 @@ class Drain:
             closed=piece.closed,
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
             push_wait_s=config.idle_poll_interval_ms / 1000.0,
+            hash_range=piece.hash_range,
         )
 
     def _read(

@@ -309,6 +309,13 @@ class ShardRead(BatchCut):
             end = self.start
         else:
             end = self.resume
+        if self.misplaced:
+            log.warning(
+                "Kinesis stream '%s', shard %s: %d user records of KPL aggregates lie outside the shard's hash "
+                "key range and were dropped, as the KCL drops them (a KPL producer's stale shard map puts them "
+                "there after a reshard, and it re-sends them to the shard that holds their keys)",
+                self.cols.stream, self.cols.shard, self.misplaced,
+            )  # fmt: skip
         return ShardEnd(
             start=self.start,
             end=end,
@@ -322,6 +329,7 @@ class ShardRead(BatchCut):
             first=self.first,
             holder=self.holder,
             losses=tuple(self.policy.losses),
+            misplaced=self.misplaced,
         )
 
 

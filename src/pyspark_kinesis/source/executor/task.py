@@ -61,6 +61,7 @@ def _fetch_all(
             closed=piece.closed,
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
             push_wait_s=config.idle_poll_interval_ms / 1000.0,
+            hash_range=piece.hash_range,
         )
         recorded = None if expect is None else expect[piece.ref]
         context = ReadContext(
@@ -188,6 +189,7 @@ def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.Rec
             closed=piece.closed,
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
             end_at=piece.end_at,
+            hash_range=piece.hash_range,
         )
         cols, end = fetch_shard(proxy, piece.shard_id, position, limits, None, config.fail_on_data_loss)
         if len(cols):

@@ -207,6 +207,9 @@ class ShardEnd:
     # What the read went on without under failOnDataLoss=false (records past retention), each as the
     # executor's warning said it: the driver reports them from here, whichever executor read the shard.
     losses: tuple[str, ...] = ()
+    # User records of KPL aggregates dropped as outside the shard's hash key range (a producer's stale
+    # shard map after a reshard; the KPL re-sends them to the right shard).
+    misplaced: int = 0
 
     @staticmethod
     def not_run(start: Position) -> ShardEnd:
@@ -229,6 +232,7 @@ class ShardEnd:
             **({"h": self.holder} if self.holder else {}),
             **({"chunks": [c.to_json() for c in self.chunks]} if self.chunks else {}),
             **({"loss": list(self.losses)} if self.losses else {}),
+            **({"mis": self.misplaced} if self.misplaced else {}),
         }
 
     @staticmethod
@@ -248,6 +252,7 @@ class ShardEnd:
             holder=str(data.get("h", "")),
             chunks=tuple(ShardEnd.from_json(c) for c in data.get("chunks", ())),
             losses=tuple(str(text) for text in data.get("loss", ())),
+            misplaced=int(data.get("mis", 0)),
         )
 
 
@@ -299,6 +304,9 @@ class ShardSlice:
     closed: bool = False  # known to be closed: read on through empty responses to its end
     tip_ms: int = 0  # when a read found the shard at the tip at `start` (see `ShardState.tip_ms`)
     holder: str = ""  # where the shard's last read kept its continuation (see `ShardEnd.holder`)
+    # The shard's HashKeyRange as the driver's listing knows it (a shard's range never changes): a KPL
+    # user record outside it is dropped on read (`executor.cutting.misplaced`). None: not known.
+    hash_range: tuple[int, int] | None = None
 
     @property
     def ref(self) -> ShardRef:
@@ -330,3 +338,4 @@ class BackfillSlice:
     closed: bool
     cutoff_ms: int
     end_at: Position | None = None
+    hash_range: tuple[int, int] | None = None  # the shard's HashKeyRange (see `ShardSlice.hash_range`)
