@@ -92,12 +92,21 @@ def _describe(client: Any, args: dict[str, str], subject: str) -> Consumer | Non
     return Consumer.from_api(response["ConsumerDescription"])
 
 
+# Enhanced fan-out consumer slots per stream: 20 (50 with On-demand Advantage); Kinesis Queues share them.
+CONSUMER_SLOTS = (20, 50)
+# How long RegisterStreamConsumer may answer LimitExceeded before it is taken for full slots rather than
+# the control plane's rate (5 calls per second per stream, which clears within a second).
+LIMIT_PATIENCE_S = 10.0
+
+
 def ensure_consumer(client: Any, stream_arn: str, name: str, timeout_s: float = 300.0) -> Consumer:
     """The ACTIVE consumer of that name on the stream: reused if it exists, registered if not, waited
-    for while it is being created, registered anew once a deregistration in progress has finished."""
+    for while it is being created, registered anew once a deregistration in progress has finished. A
+    stream whose consumer slots are full fails within seconds, naming its consumers (`_slots_full`)."""
     deadline = time.monotonic() + timeout_s
     delay = 0.1
     last = "not registered"
+    limited_since: float | None = None
     while time.monotonic() < deadline:
         consumer = describe(client, stream_arn, name)
         if consumer is not None and consumer.status == ACTIVE:
@@ -105,13 +114,19 @@ def ensure_consumer(client: Any, stream_arn: str, name: str, timeout_s: float = 
         if consumer is None:
             try:
                 client.register_stream_consumer(StreamARN=stream_arn, ConsumerName=name)
+                limited_since = None
             except ClientError as exc:
                 # ResourceInUse: another caller registers it right now; LimitExceeded: the 5 TPS of
-                # the control plane. Both: look again after the pause.
+                # the control plane, or every consumer slot taken. Look again after the pause, unless
+                # the slots are full.
                 if _code(exc) not in ("ResourceInUseException", "LimitExceededException"):
                     raise _failure(
                         "RegisterStreamConsumer", f"consumer '{name}' of {stream_arn}", exc
                     ) from None
+                if _code(exc) == "LimitExceededException":
+                    now = time.monotonic()
+                    limited_since = now if limited_since is None else limited_since
+                    _slots_full(client, stream_arn, name, now - limited_since >= LIMIT_PATIENCE_S)
             except BotoCoreError as exc:
                 raise _failure("RegisterStreamConsumer", f"consumer '{name}' of {stream_arn}", exc) from None
         else:
@@ -121,6 +136,26 @@ def ensure_consumer(client: Any, stream_arn: str, name: str, timeout_s: float = 
     raise StreamAccessError(
         f"consumer '{name}' of {stream_arn} is still {last} after {timeout_s:.0f} s; check it with "
         "`pyspark-kinesis consumers list` and start the query again"
+    )
+
+
+def _slots_full(client: Any, stream_arn: str, name: str, persisting: bool) -> None:
+    """Fail, naming the consumers and how to free a slot, when RegisterStreamConsumer's LimitExceeded
+    means the stream has no consumer slot left: as many consumers as a stream can have, or (a stream
+    with more slots) the refusal persisting past the control plane's rate. Otherwise return: a pause
+    and another try is what the rate limit asks for."""
+    registered = list_consumers(client, stream_arn)
+    if len(registered) < CONSUMER_SLOTS[0] and not persisting:
+        return
+    stream_name = stream_arn.rsplit("/", 1)[-1]
+    names = ", ".join(sorted(c.name for c in registered)) or "(none listed)"
+    raise StreamAccessError(
+        f"Cannot register enhanced fan-out consumer '{name}' on {stream_arn}: Kinesis answers "
+        f"LimitExceededException, and the stream has {len(registered)} consumers registered (a stream has "
+        f"{CONSUMER_SLOTS[0]} consumer slots, {CONSUMER_SLOTS[1]} with On-demand Advantage, shared with Kinesis "
+        f"Queues): {names}. Free a slot with `pyspark-kinesis consumers deregister {stream_name} NAME` for one "
+        "no query uses (list them with `pyspark-kinesis consumers list`), or give this query an existing "
+        "consumer with the option consumerName or consumerArn."
     )
 
 
