@@ -117,7 +117,25 @@ def test_a_failed_listing_is_logged_and_the_states_stand(caplog):
     with caplog.at_level(logging.WARNING, logger=discovery.__name__):
         out = discovery_of(proxy, Clock()).refresh(A, states("s0"), force=True, cutoff_ms=None)
     assert out == states("s0")
-    assert caplog.messages == [f"Kinesis stream {A}: shard discovery failed, retried later: throttled"]
+    assert caplog.messages == [
+        f"Kinesis stream {A}: shard discovery failed (1 of 6 in a row before the query fails), retried at the "
+        "next interval: throttled"
+    ]
+
+
+def test_discovery_failing_interval_after_interval_ends_the_query_naming_the_calls_and_permissions():
+    """AccessDenied (or throttling) on every listing: a warning per interval, then, at the bound, the
+    query fails (a split's children would otherwise never be read); a success in between starts over."""
+    denied = StreamAccessError("AccessDeniedException: not authorized to perform kinesis:ListShards")
+    proxy, clock = Proxy(*([denied] * 5), [shard("s0")], *([denied] * 5), denied), Clock()
+    found = discovery_of(proxy, clock)
+    for _interval in range(5 + 1 + 5):
+        found.refresh(A, states("s0"), force=True, cutoff_ms=None)
+        clock.now += 10_000
+    with pytest.raises(StreamAccessError) as error:
+        found.refresh(A, states("s0"), force=True, cutoff_ms=None)
+    text = str(error.value)
+    assert "failed 6 times in a row" in text and "kinesis:ListShards" in text and "AccessDenied" in text
 
 
 def test_a_deleted_stream_ends_the_query_and_a_recreated_one_too():

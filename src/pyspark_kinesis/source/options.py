@@ -71,7 +71,11 @@ KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
         "A shard found at the tip is not polled again sooner than this (under fan-out: how long a read "
         "waits for a push).",
     ),
-    "shardDiscoveryIntervalMs": ("10000", "ListShards runs at most this often while the query runs."),
+    "shardDiscoveryIntervalMs": (
+        "10000",
+        "ListShards runs at most this often while the query runs; 6 listings failing in a row (AccessDenied, "
+        "throttling) fail the query, naming the calls.",
+    ),
     "consumerType": (
         "polling",
         "polling (GetRecords) | efo (enhanced fan-out: SubscribeToShard through a registered consumer).",

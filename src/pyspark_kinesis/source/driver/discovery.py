@@ -206,6 +206,12 @@ def named_starts(
     return states
 
 
+# Listings that may fail in a row (each one after botocore's retries, one per shardDiscoveryIntervalMs)
+# before the query fails: a passing outage is waited out, a permission taken away is not waited on forever
+# while a split's children go unread.
+DISCOVERY_FAILURES = 6
+
+
 @dataclass
 class _Stream:
     """One stream's proxy, when it was last listed, and what was listed."""
@@ -215,6 +221,7 @@ class _Stream:
     last_ms: int = 0
     checked_ms: int = 0  # when DescribeStreamSummary last said it is the stream the query started with
     infos: dict[str, ShardInfo] = field(default_factory=dict)
+    failures: int = 0  # listings failed in a row (see DISCOVERY_FAILURES)
 
 
 def recreated_streams(offset: SourceOffset, config: SourceConfig) -> list[str]:
@@ -331,8 +338,22 @@ class ShardDiscovery:
         except StreamRecreatedError:
             raise
         except StreamAccessError as exc:
-            log.warning("Kinesis stream %s: shard discovery failed, retried later: %s", key, exc)
+            stream.failures += 1
+            if stream.failures >= DISCOVERY_FAILURES:
+                raise StreamAccessError(
+                    f"Kinesis stream {key}: shard discovery (ListShards, DescribeStreamSummary) failed "
+                    f"{stream.failures} times in a row, each after botocore's retries: {exc}. Without it the "
+                    "children of a split or merge are never read. Check that the credentials may call "
+                    "kinesis:ListShards and kinesis:DescribeStreamSummary on the stream (AccessDenied), or "
+                    "the account's control-plane limits (throttling), and start the query again: it goes on "
+                    "from its checkpoint."
+                ) from None
+            log.warning(
+                "Kinesis stream %s: shard discovery failed (%d of %d in a row before the query fails), retried "
+                "at the next interval: %s", key, stream.failures, DISCOVERY_FAILURES, exc,
+            )  # fmt: skip
             return states
+        stream.failures = 0
         stream.infos = {s.shard_id: s for s in listed}
         merged = lineage.merge_discovered(states, listed)
         added = sorted(set(merged) - set(states))
