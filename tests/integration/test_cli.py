@@ -293,3 +293,26 @@ def test_local_start_prints_what_a_first_run_needs(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_rough_edges_a_new_user_meets(kinesis_local, tmp_path, monkeypatch):
+    """A dead port fails in seconds; `produce --file` counts the file's lines, not the default count;
+    `options` lists the sink's options too; printed to a pipe, tables are not cut at 80 columns."""
+    import time as clock
+
+    from pyspark_kinesis.cli.local_kinesis import free_port
+
+    started = clock.monotonic()
+    dead = cli("create", "x", "--endpoint-url", f"http://127.0.0.1:{free_port()}", ok=False)
+    assert dead.exit_code == 1 and clock.monotonic() - started < 8, (clock.monotonic() - started, dead.output)
+    stream = new_stream(client(kinesis_local.endpoint), shards=1)
+    lines = tmp_path / "three.txt"
+    lines.write_text("a\nb\nc\n")
+    produced = cli("produce", stream, "--file", str(lines), "--endpoint-url", kinesis_local.endpoint)
+    assert "put 3 records" in produced.stdout and "/1000" not in produced.output
+    listed = CliRunner().invoke(app, ["options"], env={"COLUMNS": ""})
+    assert listed.exit_code == 0 and "sink options" in listed.stdout and "preserveOrder" in listed.stdout
+    shards = CliRunner().invoke(
+        app, ["shards", stream, "--endpoint-url", kinesis_local.endpoint], env={"COLUMNS": ""}
+    )
+    assert "shardId-000000000000" in shards.stdout, shards.stdout

@@ -24,9 +24,20 @@ MAX_PUT_ATTEMPTS = 20  # rounds of re-putting the entries a PutRecords call refu
 BACKLOG_MAX_CALLS = 100_000  # GetRecords calls one backlog count makes at most (its timeout stops it first)
 
 
+# The command line is interactive: a wrong port or region should say so in seconds, not after the
+# connector's patient ten attempts (16 s against a closed port).
+CLI_ATTEMPTS, CLI_CONNECT_TIMEOUT_MS = 3, 3000
+
+
 def client_for(region: str, endpoint_url: str | None) -> Any:
     """A client with the default credential chain (environment, profile, instance role...)."""
-    return kinesis_client(AwsSettings(region=region, endpoint_url=endpoint_url), agent="cli")
+    settings = AwsSettings(
+        region=region,
+        endpoint_url=endpoint_url,
+        max_attempts=CLI_ATTEMPTS,
+        connect_timeout_ms=CLI_CONNECT_TIMEOUT_MS,
+    )
+    return kinesis_client(settings, agent="cli")
 
 
 def answers(endpoint_url: str) -> bool:

@@ -12,12 +12,12 @@ import signal
 import time
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from . import checkpoints as checkpoint_commands
 from . import consumers as consumer_commands
 from . import streams as stream_commands
+from .output import console
 
 app = typer.Typer(
     add_completion=False, help="pyspark-kinesis: a Kinesis source for Spark Structured Streaming."
@@ -30,7 +30,6 @@ for _command in (stream_commands.create, stream_commands.produce, stream_command
     app.command(_command.__name__)(_command)
 app.command("lag")(checkpoint_commands.lag)
 app.command("inspect")(checkpoint_commands.inspect)
-console = Console()
 
 
 @app.command()
@@ -98,16 +97,21 @@ def local_install() -> None:
 
 @app.command()
 def options() -> None:
-    """Print the source's options with their defaults."""
+    """Print the source's and the sink's options with their defaults."""
+    from ..sink.options import SINK_OPTIONS
     from ..source.options import KNOWN_OPTIONS
 
-    table = Table(title="kinesis source options")
-    table.add_column("option")
-    table.add_column("default")
-    table.add_column("meaning")
-    for name, (default, text) in KNOWN_OPTIONS.items():
-        table.add_row(name, default, text)
-    console.print(table)
+    for title, known in (
+        ("source options (readStream, read)", KNOWN_OPTIONS),
+        ("sink options (writeStream, write)", SINK_OPTIONS),
+    ):
+        table = Table(title=title)
+        table.add_column("option", no_wrap=True)
+        table.add_column("default")
+        table.add_column("meaning")
+        for name, (default, text) in known.items():
+            table.add_row(name, default, text)
+        console.print(table)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ from typing import Any
 
 import orjson
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from .output import console
 from .streams import ENDPOINT, JSON, client, emit_json, fail
 
-console = Console()
 CHECKPOINT = typer.Option(..., "--checkpoint", help="The query's checkpointLocation.")
 METADATA = typer.Option(..., "--metadata-path", help="The query's metadataPath.")
 STORAGE = typer.Option(
@@ -86,7 +85,7 @@ def lag(
         return
     table = Table(title=f"lag after committed batch {batch.batch}")
     for column in ("stream", "shard", "committed position", "records behind", "ms behind latest"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column == "shard")
     for row in rows:
         count = "done" if row["finished"] else f"{row['records']:,}{'' if row['complete'] else '+'}"
         behind = "?" if row["millisBehindLatest"] < 0 else f"{row['millisBehindLatest']:,}"
@@ -125,7 +124,7 @@ def inspect(
     )
     table = Table()
     for column in ("stream", "shard", "task", "start", "end", "records", "bytes", "ms behind"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column == "shard")
     ends = {ref: end for r in found.records.values() if r for ref, end in r.shards.items()}
     for stream, shards in sorted(offset.streams.items()):
         for sid, state in sorted(shards.items()):

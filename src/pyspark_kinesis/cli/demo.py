@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
-console = Console()
+from .output import console
 
 
 def _put_orders(kinesis: Any, stream: str, first: int, count: int) -> None:

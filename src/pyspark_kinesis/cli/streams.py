@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.tree import Tree
 
-console = Console()
+from .output import console
+
 reshard_app = typer.Typer(add_completion=False, help="Split, merge or rescale a stream's shards.")
 
 ENDPOINT = typer.Option(None, "--endpoint-url", help="Kinesis endpoint (default: AWS's for the region).")
@@ -173,6 +174,8 @@ def produce(
         raise fail(f"--file {file}: no such file")
     kinesis = client(region, endpoint_url)
     records = _file_records(file, count) if file else sample_records(count, size, start)
+    if file:  # the progress shows what the file holds, not the default count
+        count = min(count, sum(1 for _ in _file_records(file, count)))
     chunk = max(1, min(MAX_PUT_ENTRIES, rate)) if rate else MAX_PUT_ENTRIES
     began = time.monotonic()
     put = 0
