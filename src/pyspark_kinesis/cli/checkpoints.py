@@ -130,7 +130,9 @@ def inspect(
         for sid, state in sorted(shards.items()):
             end = ends.get((stream, sid))
             task = "-" if state.task < 0 else str(state.task)
-            if end is None:
+            if end is None and state.task >= 0 and state.task in found.read:
+                cells = ("record deleted (the driver read it: it was removed since)", "", "", "")
+            elif end is None:
                 cells = ("not read" if state.task < 0 else "no record yet", "", "", "")
             elif end.unrun:
                 cells = ("task never ran", "0", "0", "")

@@ -16,7 +16,7 @@ import fsspec
 import orjson
 
 from ..model import Position, ShardRef
-from ..source.state.batch_log import BatchEndLog
+from ..source.state.batch_log import BatchEndLog, source_key
 from ..source.state.offsets import OFFSET_VERSION, SourceOffset, TaskEnd
 
 
@@ -29,6 +29,7 @@ class CheckpointBatch:
     offset: SourceOffset  # the Kinesis source's entry: start positions and task assignment
     raw: dict[str, Any]
     records: dict[int, TaskEnd | None]  # task -> its batch-end record (None: not written, yet or ever)
+    read: frozenset[int] = frozenset()  # tasks whose records the driver read: a missing one was deleted
 
     def positions_after(self) -> dict[ShardRef, Position]:
         """Where each shard stands once this batch is done: its recorded end where its task wrote one,
@@ -54,6 +55,14 @@ class Checkpoint:
     ) -> None:
         self.location = location.rstrip("/")
         self.fs, self.root = fsspec.core.url_to_fs(self.location, **(storage_options or {}))
+        if not self.fs.exists(f"{self.root}/offsets"):
+            what = (
+                "is not a Structured Streaming checkpoint (no offsets/ folder)"
+                if self.fs.exists(self.root)
+                else "does not exist"
+            )
+            raise ValueError(f"the checkpoint '{self.location}' {what}: give the query's checkpointLocation")
+        self.metadata_path = metadata_path
         self.log = BatchEndLog.open(metadata_path, storage_options)
 
     def _batches(self, folder: str) -> list[int]:
@@ -100,7 +109,14 @@ class Checkpoint:
             )
         raw = self.source_entry(batch)
         offset = SourceOffset.from_json(raw)
+        if self.log.store.get(source_key(offset.token)) is None:
+            raise ValueError(
+                f"the metadataPath '{self.metadata_path}' holds no records of this checkpoint's query (token "
+                f"{offset.token}): it is another query's metadataPath, or it was moved or cleaned; give the "
+                "metadataPath the query runs with"
+            )
         # Records are keyed by the source's own batch number, which stays behind Spark's when other sources
         # of the query have batches without Kinesis data.
         records = {task: self.log.read(offset.token, offset.batch, task) for task in sorted(offset.tasks())}
-        return CheckpointBatch(batch, batch in self.committed(), offset, raw, records)
+        read = self.log.tasks_read(offset.token, offset.batch)
+        return CheckpointBatch(batch, batch in self.committed(), offset, raw, records, read)
