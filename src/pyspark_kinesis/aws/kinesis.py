@@ -28,6 +28,8 @@ MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
 # DescribeStreamSummary is limited to 20 calls per second per account: throttled calls (left after
 # botocore's own attempts) are tried again this many times, with backoff, before a task gives up.
 SUMMARY_ROUNDS = 8
+# A stream found CREATING at start is waited for this long, looked at every CREATING_POLL_S.
+CREATING_WAIT_S, CREATING_POLL_S = 60.0, 1.0
 _same_stream_checked: dict[tuple[str, int | None], float] = {}  # (ARN, creation) -> when (monotonic)
 _same_stream_lock = threading.Lock()
 
@@ -121,8 +123,24 @@ class KinesisProxy:
 
     def identity(self) -> StreamIdentity:
         """The stream's ARN, creation time and retention (None where the server does not say), or a
-        clear error (`StreamNotFoundError` when it does not exist)."""
+        clear error (`StreamNotFoundError` when it does not exist). A stream still CREATING is waited
+        for, a bounded time (`CREATING_WAIT_S`): a pipeline that creates its stream and starts its query
+        at once should not fail on ListShards' ResourceInUse; UPDATING streams are read and written as
+        ACTIVE ones are."""
         summary = self.summary()
+        deadline = time.monotonic() + CREATING_WAIT_S
+        while summary.get("StreamStatus") == "CREATING":
+            if time.monotonic() >= deadline:
+                raise StreamAccessError(
+                    f"Kinesis stream '{self.name}' is still CREATING after {CREATING_WAIT_S:.0f} s: start the "
+                    "query (or the write) once it is ACTIVE"
+                )
+            time.sleep(CREATING_POLL_S)
+            summary = self.summary()
+        if summary.get("StreamStatus") == "DELETING":
+            raise StreamNotFoundError(
+                f"Kinesis stream '{self.name}' is being deleted: check streamName (and region), or create it again"
+            )
         arn = summary.get("StreamARN")
         if not arn:  # a server that does not report it: an identity that is unique in practice
             arn = f"arn:aws:kinesis:{self.settings.region}:unknown:stream/{self.name}"
