@@ -192,12 +192,22 @@ def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, local_s3,
     assert "batch 0 (committed)" in table and table.count("TRIM_HORIZON") == 2
 
 
-def test_local_start_serves_until_stopped_and_options_lists_the_options(tmp_path):
+def test_local_start_prints_what_a_first_run_needs_and_serves_until_stopped(tmp_path):
+    """A pip user's first minutes: `local start` prints its endpoint and the credentials to set, and
+    with exactly those (no AWS configuration at all) the stream commands work against it; it serves
+    until stopped."""
     import os
+    import re
     import signal
     import subprocess
     import sys
 
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        COLUMNS="200",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
     command = [
         sys.executable,
         "-m",
@@ -209,62 +219,13 @@ def test_local_start_serves_until_stopped_and_options_lists_the_options(tmp_path
         "--seconds",
         "120",
     ]
-    server = subprocess.Popen(
-        command, stdout=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"}
-    )
-    try:
-        line = ""
-        for _ in range(50):  # bounded: the first line names the endpoint
-            line = server.stdout.readline()
-            if "listening on" in line:
-                break
-        endpoint = line.split("listening on ", 1)[1].split()[0]
-        assert endpoint.startswith("http://127.0.0.1:")
-        assert "StreamNames" in client(endpoint).list_streams()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0
-    listed = cli("options").stdout
-    assert "metadataPath" in listed and "maxRecordsPerShard" in listed
-
-
-def test_local_start_prints_what_a_first_run_needs(tmp_path):
-    """A pip user's first minutes: `local start` prints its endpoint and the credentials to set, and
-    with exactly those (no AWS configuration at all) the stream commands work against it."""
-    import os
-    import re
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        COLUMNS="200",
-        AWS_CONFIG_FILE=str(tmp_path / "none"),
-        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
-    )
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pyspark_kinesis.cli",
-            "local",
-            "start",
-            "--kind",
-            "kinesalite",
-            "--seconds",
-            "60",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         lines: list[str] = []
         assert server.stdout is not None
-        for line in server.stdout:  # (bounded: the server stops itself after 60 s)
-            lines.append(line)
-            if "endpointUrl" in line:
+        for _ in range(50):  # bounded: the endpoint, then what to set, then the query's options
+            lines.append(server.stdout.readline())
+            if "endpointUrl" in lines[-1]:
                 break
         printed = "".join(lines)
         endpoint = re.search(r"listening on (http://127\.0\.0\.1:\d+)", printed)
@@ -272,6 +233,7 @@ def test_local_start_prints_what_a_first_run_needs(tmp_path):
             r"export (AWS_ACCESS_KEY_ID=\S+) (AWS_SECRET_ACCESS_KEY=\S+) (AWS_DEFAULT_REGION=\S+)", printed
         )
         assert endpoint and exports, printed
+        assert f'.option("endpointUrl", "{endpoint.group(1)}")' in printed
         told = dict(kv.split("=", 1) for kv in exports.groups())
         made = subprocess.run(
             [
@@ -289,10 +251,11 @@ def test_local_start_prints_what_a_first_run_needs(tmp_path):
             timeout=60,
         )
         assert made.returncode == 0, made.stdout + made.stderr
-        assert f'.option("endpointUrl", "{endpoint.group(1)}")' in printed
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+    listed = cli("options").stdout
+    assert "metadataPath" in listed and "maxRecordsPerShard" in listed
 
 
 def test_the_rough_edges_a_new_user_meets(kinesis_local, tmp_path, monkeypatch):

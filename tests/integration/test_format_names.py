@@ -7,51 +7,18 @@ package by itself (its `DefaultSource`) as "pyspark_kinesis", beside a JVM "kine
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 import pyspark_kinesis
 from tests.helpers import client, new_stream, put, read_all
-from tests.support.jvm_kinesis import build_kinesis_named_jar
+from tests.support.jvm_kinesis import build_kinesis_named_jar, run_app, scenario
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
-APP = Path(__file__).with_name("format_names_app.py")
 
 
 @pytest.fixture(scope="module")
 def kinesis_named_jar(tmp_path_factory) -> str:
     return build_kinesis_named_jar(tmp_path_factory.mktemp("jar"))
-
-
-def run_app(cfg: dict) -> dict:
-    done = subprocess.run(
-        [sys.executable, str(APP), json.dumps(cfg)], capture_output=True, text=True, timeout=300
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
-    result = json.loads(lines[-1][len("RESULT ") :])
-    result["log"] = done.stderr
-    return result
-
-
-def scenario(endpoint: str, tmp_path: Path, **extra) -> tuple[dict, list[str]]:
-    kin = client(endpoint)
-    stream, target = new_stream(kin, shards=2), new_stream(kin, shards=1)
-    expected = put(kin, stream, 0, 30)
-    cfg = {
-        "endpoint": endpoint,
-        "stream": stream,
-        "target": target,
-        "meta": str(tmp_path / "meta"),
-        "out": str(tmp_path / "out"),
-        "checkpoint": str(tmp_path / "cp"),
-        **extra,
-    }
-    return cfg, expected
 
 
 def test_beside_a_jvm_source_named_kinesis_register_falls_back_and_reads_and_writes(

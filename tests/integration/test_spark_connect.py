@@ -6,7 +6,6 @@ under that name (the name Spark registered by itself on the server, too)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,9 +18,9 @@ import pytest
 
 import pyspark_kinesis
 from pyspark_kinesis.cli.local_kinesis import free_port
-from tests.helpers import client, new_stream, put
+from tests.helpers import client, read_all
 from tests.support.cluster import spark_home
-from tests.support.jvm_kinesis import build_kinesis_named_jar
+from tests.support.jvm_kinesis import build_kinesis_named_jar, run_app, scenario
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 
@@ -68,33 +67,14 @@ def connect_server():
 def test_batch_and_streaming_reads_and_a_sink_write_through_spark_connect(
     connect_server, kinesalite, tmp_path
 ):
-    kin = client(kinesalite.endpoint)
-    stream, target = new_stream(kin, shards=2), new_stream(kin, shards=1)
-    expected = put(kin, stream, 0, 80)
-    cfg = {
-        "remote": connect_server,
-        "endpoint": kinesalite.endpoint,
-        "stream": stream,
-        "target": target,
-        "meta": str(tmp_path / "meta"),
-        "out": str(tmp_path / "out"),
-        "checkpoint": str(tmp_path / "cp"),
-    }
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("connect_client.py")), json.dumps(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    """The classic test's app (format_names_app.py) as a remote session: the same checks."""
+    cfg, expected = scenario(kinesalite.endpoint, tmp_path, remote=connect_server)
+    got = run_app(cfg)
     assert got["name"] == pyspark_kinesis.FALLBACK_FORMAT
-    assert "Another data source is registered as 'kinesis'" in done.stderr
-    assert sorted(got["static"]) == sorted(expected)
-    assert sorted(got["batch"]) == sorted(expected)
-    assert sorted(got["streamed"]) == sorted(expected)
-    shard = kin.list_shards(StreamName=target)["Shards"][0]["ShardId"]
-    iterator = kin.get_shard_iterator(StreamName=target, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
-    written = kin.get_records(ShardIterator=iterator["ShardIterator"], Limit=10_000)["Records"]
-    assert sorted(r["Data"].decode() for r in written) == sorted(expected)
+    assert "Another data source is registered as 'kinesis'" in got["log"]
+    assert got["explicit"].startswith("error: NameTakenError: The format name 'kinesis' is another")
+    assert got["static"] == sorted(expected)
+    assert got["batch"] == sorted(expected) and got["streamed"] == sorted(expected)
+    assert sorted(d.decode() for d in read_all(client(kinesalite.endpoint), cfg["target"])) == sorted(
+        expected
+    )

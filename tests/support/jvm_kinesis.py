@@ -3,14 +3,21 @@ format's name becomes beside it (classic and Spark Connect sessions)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import client, new_stream, put
 from tests.support.cluster import spark_home
+
+# The session in its own process that registers the format and reads and writes under its name
+# (classic, with the JVM source's jar, or remote: a Spark Connect server).
+APP = Path(__file__).resolve().parents[1] / "integration" / "format_names_app.py"
 
 SOURCE = """package test.fake;
 
@@ -52,3 +59,30 @@ def build_kinesis_named_jar(work: Path) -> str:
             "test.fake.KinesisNamedSource\n",
         )
     return str(jar)
+
+
+def run_app(cfg: dict) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(APP), json.dumps(cfg)], capture_output=True, text=True, timeout=300
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
+    result = json.loads(lines[-1][len("RESULT ") :])
+    result["log"] = done.stderr
+    return result
+
+
+def scenario(endpoint: str, tmp_path: Path, **extra) -> tuple[dict, list[str]]:
+    kin = client(endpoint)
+    stream, target = new_stream(kin, shards=2), new_stream(kin, shards=1)
+    expected = put(kin, stream, 0, 30)
+    cfg = {
+        "endpoint": endpoint,
+        "stream": stream,
+        "target": target,
+        "meta": str(tmp_path / "meta"),
+        "out": str(tmp_path / "out"),
+        "checkpoint": str(tmp_path / "cp"),
+        **extra,
+    }
+    return cfg, expected
