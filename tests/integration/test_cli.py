@@ -13,7 +13,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from pyspark_kinesis import metrics
+from pyspark_kinesis import metrics, spark_api
 from pyspark_kinesis.cli.app import app
 from tests.helpers import client, new_stream, read_all
 from tests.integration.streaming_util import Collector, reader, wait_for
@@ -113,7 +113,7 @@ def test_errors_are_one_clear_line(kinesis_local):
     )
     assert no_file.exit_code == 1 and "no such file" in no_file.output
     nothing = cli("lag", "--checkpoint", "/nonexistent/chk", "--metadata-path", "/nonexistent/meta", ok=False)
-    assert nothing.exit_code == 1 and "has no committed batch" in nothing.output
+    assert nothing.exit_code == 1 and "does not exist" in nothing.output
 
 
 @pytest.mark.spark
@@ -150,30 +150,35 @@ def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, local_s3,
         queries.append(query)
     assert len(collected.rows) == 120
 
-    report = metrics.lag(queries[1])
-    assert len(report) == 1
-    (figures,) = report.values()
-    assert figures["batch"] == 0 and figures["recordsRead"] == 60
-    assert figures["shards"] == 2 and figures["shardsBehind"] == 2 and figures["maxMsBehindLatest"] >= 1000
-    assert metrics.lag_rows(queries[1])[0]["streamName"] == name
+    if not spark_api.ADMISSION_CONTROL:  # PySpark 4.0/4.1 put no lag in the progress (`lag` below counts)
+        spark.streams.removeListener(listener)
+    else:
+        report = metrics.lag(queries[1])
+        assert len(report) == 1
+        (figures,) = report.values()
+        assert figures["batch"] == 0 and figures["recordsRead"] == 60
+        assert (
+            figures["shards"] == 2 and figures["shardsBehind"] == 2 and figures["maxMsBehindLatest"] >= 1000
+        )
+        assert metrics.lag_rows(queries[1])[0]["streamName"] == name
 
-    # The listener published both runs' progress to CloudWatch: the second run's figures are batch 0's.
-    wait_for(lambda: listener.published >= 2, 30, "the listener's progress events")
-    spark.streams.removeListener(listener)
-    cloudwatch = boto3.client("cloudwatch", endpoint_url=local_s3.endpoint, region_name="us-east-1")
-    listed = cloudwatch.list_metrics(Namespace=f"lag-{name}")["Metrics"]
-    assert {m["MetricName"] for m in listed} >= {"MaxMillisBehindLatest", "ShardsBehind", "RecordsRead"}
-    assert {d["Value"] for m in listed for d in m["Dimensions"] if d["Name"] == "StreamName"} == {name}
-    stats = cloudwatch.get_metric_statistics(
-        Namespace=f"lag-{name}",
-        MetricName="RecordsRead",
-        Dimensions=next(m["Dimensions"] for m in listed if m["MetricName"] == "RecordsRead"),
-        StartTime=datetime.now(UTC) - timedelta(hours=1),
-        EndTime=datetime.now(UTC) + timedelta(hours=1),
-        Period=3600,
-        Statistics=["Maximum"],
-    )
-    assert [p["Maximum"] for p in stats["Datapoints"]] == [60.0]
+        # The listener published both runs' progress to CloudWatch: the second run's figures are batch 0's.
+        wait_for(lambda: listener.published >= 2, 30, "the listener's progress events")
+        spark.streams.removeListener(listener)
+        cloudwatch = boto3.client("cloudwatch", endpoint_url=local_s3.endpoint, region_name="us-east-1")
+        listed = cloudwatch.list_metrics(Namespace=f"lag-{name}")["Metrics"]
+        assert {m["MetricName"] for m in listed} >= {"MaxMillisBehindLatest", "ShardsBehind", "RecordsRead"}
+        assert {d["Value"] for m in listed for d in m["Dimensions"] if d["Name"] == "StreamName"} == {name}
+        stats = cloudwatch.get_metric_statistics(
+            Namespace=f"lag-{name}",
+            MetricName="RecordsRead",
+            Dimensions=next(m["Dimensions"] for m in listed if m["MetricName"] == "RecordsRead"),
+            StartTime=datetime.now(UTC) - timedelta(hours=1),
+            EndTime=datetime.now(UTC) + timedelta(hours=1),
+            Period=3600,
+            Statistics=["Maximum"],
+        )
+        assert [p["Maximum"] for p in stats["Datapoints"]] == [60.0]
 
     endpoint = ("--endpoint-url", kinesis_local.endpoint)
     lag = as_json("lag", "--checkpoint", chk, "--metadata-path", meta, *endpoint)

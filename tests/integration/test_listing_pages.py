@@ -17,6 +17,7 @@ from tests.integration.streaming_util import Collector, reader, run_available_no
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 SHARDS = 150  # two pages
+KPL_MAGIC = bytes([0xF3, 0x89, 0x9A, 0xC2])
 
 
 def every_shard(kin, stream: str) -> list[dict]:
@@ -61,9 +62,14 @@ def test_every_shard_of_a_stream_listed_in_two_pages(spark, kinesis_local, tmp_p
     )
     assert sorted(r["data"].decode() for r in batch.select("data").collect()) == sorted(expected)
 
-    # The sink's shard map: aggregates built for a shard of the second page land there, whole.
-    last = shards[-1]
-    rows = [(f"agg-{i}", f"p{i}", last["HashKeyRange"]["StartingHashKey"]) for i in range(5)]
+    # The sink's shard map: rows for two shards of the second page are packed per shard (a map of the
+    # first page alone would pack them together, and one aggregate would hold the other shard's rows).
+    targets = [shards[120], shards[149]]
+    rows = [
+        (f"agg-{t['ShardId']}-{i}", f"p{i}", t["HashKeyRange"]["StartingHashKey"])
+        for i in range(3)
+        for t in targets
+    ]
     (
         spark.createDataFrame(rows, "data string, partitionKey string, explicitHashKey string")
         .write.format("kinesis")
@@ -71,15 +77,22 @@ def test_every_shard_of_a_stream_listed_in_two_pages(spark, kinesis_local, tmp_p
         .mode("append")
         .save()
     )
-    iterator = kin.get_shard_iterator(
-        StreamName=stream, ShardId=last["ShardId"], ShardIteratorType="TRIM_HORIZON"
-    )
-    landed = kin.get_records(ShardIterator=iterator["ShardIterator"], Limit=1000)["Records"]
-    users = [  # read by aws-kinesis-agg (payloads come back in base64, as Lambda events carry them)
-        base64.b64decode(u["kinesis"]["data"]).decode()
-        for u in iter_deaggregate_records(landed, data_format="Boto3")
-    ]
-    assert sorted(users) == sorted([f"on-{last['ShardId']}"] + [d for d, _k, _h in rows])
+    for target in targets:
+        iterator = kin.get_shard_iterator(
+            StreamName=stream, ShardId=target["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )
+        landed = kin.get_records(ShardIterator=iterator["ShardIterator"], Limit=1000)["Records"]
+        users = []  # aggregates opened by aws-kinesis-agg (it hands payloads back in base64)
+        for record in landed:
+            if record["Data"].startswith(KPL_MAGIC):
+                users += [
+                    base64.b64decode(u["kinesis"]["data"]).decode()
+                    for u in iter_deaggregate_records([record], data_format="Boto3")
+                ]
+            else:
+                users.append(record["Data"].decode())
+        mine = [d for d, _k, _h in rows if d.startswith(f"agg-{target['ShardId']}-")]
+        assert sorted(u for u in users if u.startswith("agg-")) == sorted(mine), target["ShardId"]
 
     # The CLI.
     listed = CliRunner().invoke(

@@ -221,7 +221,8 @@ class _Stream:
     last_ms: int = 0
     checked_ms: int = 0  # when DescribeStreamSummary last said it is the stream the query started with
     infos: dict[str, ShardInfo] = field(default_factory=dict)
-    failures: int = 0  # listings failed in a row (see DISCOVERY_FAILURES)
+    failures: int = 0  # intervals whose listings failed, in a row (see DISCOVERY_FAILURES)
+    failed_ms: int = 0  # when a failure was last counted
 
 
 def recreated_streams(offset: SourceOffset, config: SourceConfig) -> list[str]:
@@ -338,7 +339,9 @@ class ShardDiscovery:
         except StreamRecreatedError:
             raise
         except StreamAccessError as exc:
-            stream.failures += 1
+            if not stream.failed_ms or now - stream.failed_ms >= self.config.shard_discovery_interval_ms:
+                stream.failures += 1  # (once per interval: a closure's forced listings retry within one)
+                stream.failed_ms = now
             if stream.failures >= DISCOVERY_FAILURES:
                 raise StreamAccessError(
                     f"Kinesis stream {key}: shard discovery (ListShards, DescribeStreamSummary) failed "
@@ -353,7 +356,7 @@ class ShardDiscovery:
                 "at the next interval: %s", key, stream.failures, DISCOVERY_FAILURES, exc,
             )  # fmt: skip
             return states
-        stream.failures = 0
+        stream.failures = stream.failed_ms = 0
         stream.infos = {s.shard_id: s for s in listed}
         merged = lineage.merge_discovered(states, listed)
         added = sorted(set(merged) - set(states))
