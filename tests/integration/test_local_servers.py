@@ -26,3 +26,22 @@ def test_kinesalite_survives_a_request_aborted_mid_body():
         time.sleep(0.5)
         assert server.process is not None and server.process.poll() is None, "kinesalite exited"
         assert "StreamNames" in client(server.endpoint).list_streams()
+
+
+@pytest.mark.parametrize("kind", ["kinesis-local", "kinesalite"])
+def test_every_port_a_local_server_opens_is_on_loopback(kind):
+    """Any credentials work on the local servers: they must not be reachable from the network
+    (kinesis-local binds every interface by itself)."""
+    import psutil
+
+    with LocalKinesis(kind) as server:
+        assert server.process is not None
+        owned = [server.process, *psutil.Process(server.process.pid).children(recursive=True)]
+        listening = [
+            c.laddr
+            for p in owned
+            for c in psutil.Process(p.pid).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
+        assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
+        assert "StreamNames" in client(server.endpoint).list_streams()

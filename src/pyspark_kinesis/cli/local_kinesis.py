@@ -56,6 +56,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# kinesis-local binds its plain and TLS ports on every interface (its host is fixed at 0.0.0.0), and it
+# accepts any credentials: a local test server must not be reachable from the network. Node's listen()
+# is given 127.0.0.1 wherever it was asked for every interface (no host, 0.0.0.0 or ::).
+LOOPBACK_ONLY = (
+    "const net = require('net'); const listen = net.Server.prototype.listen;"
+    "net.Server.prototype.listen = function (...args) {"
+    " if (typeof args[0] === 'number' || (typeof args[0] === 'string' && /^[0-9]+$/.test(args[0]))) {"
+    "  if (args.length === 1 || typeof args[1] === 'function') { args.splice(1, 0, '127.0.0.1'); }"
+    "  else if (args[1] === '0.0.0.0' || args[1] === '::') { args[1] = '127.0.0.1'; } }"
+    " return listen.apply(this, args); };"
+)
+
+
 class LocalKinesis:
     """A local Kinesis server process. Use as a context manager, or call start() and stop()."""
 
@@ -111,7 +124,7 @@ class LocalKinesis:
                     }
                 )
             env.update(self.extra_env)
-            return ["node", str(package / "main.js")], env
+            return ["node", "-e", LOOPBACK_ONLY + f"require({str(package / 'main.js')!r});"], env
         # kinesalite throws on a request its client aborted mid-body (an executor killed while it sent a
         # call): uncaught, that ends the whole server. Such an error ends that request only, as it would
         # on Kinesis; any other uncaught error still ends the server.
