@@ -95,7 +95,9 @@ class Plan:
             delay=(0.05, 0.8),
             events=sorted(events),
             max_records_per_batch=rng.choice([50, 150, 400]),
-            partial=short or rng.random() < 0.5,
+            # (Not in the stateful shape: Spark fails a stateful query whose foreachBatch leaves some of
+            # the batch's partitions unrun, for any source: its state stores' commit validation.)
+            partial=(short or rng.random() < 0.5) and (short or index % 8 not in (1, 5)),
             consumer="efo" if efo else "polling",
             shape="plain"
             if short
