@@ -206,3 +206,15 @@ def test_bad_stream_lists_name_the_entry(options, option, text):
         parse_options(opts, streaming=True)
     assert info.value.option == option
     assert text in str(info.value)
+
+
+@pytest.mark.parametrize("given", ["queryName", "queryname", "path", "checkpointLocation"])
+def test_options_spark_itself_passes_are_accepted_and_ignored_by_source_and_sink(given):
+    """`writeStream.queryName(...)` reaches a Python sink as the option `queryName` (Spark Declarative
+    Pipelines name every sink flow that way); `load(path)`, `save(path)` and the checkpoint too."""
+    from pyspark_kinesis.sink.options import parse_sink_options
+
+    sink = parse_sink_options({"streamName": "s", given: "flow_1"})
+    assert sink == parse_sink_options({"streamName": "s"})
+    source = parse_options({"streamName": "s", "metadataPath": "/m", given: "flow_1"}, streaming=True)
+    assert source == parse_options({"streamName": "s", "metadataPath": "/m"}, streaming=True)

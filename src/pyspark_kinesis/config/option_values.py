@@ -15,8 +15,9 @@ from ..errors import OptionError
 from ..model import Position
 from .aliases import ALIASES
 
-# Options Spark itself may pass along with the user's; accepted and ignored.
-SPARK_OPTIONS = frozenset({"path", "checkpointlocation"})
+# Options Spark itself passes along with the user's, accepted and ignored: `load(path)` and `save(path)`
+# give `path`; `writeStream.queryName(...)` and Spark Declarative Pipelines' sinks give `queryName`.
+SPARK_OPTIONS = frozenset({"path", "checkpointlocation", "queryname"})
 
 
 def fold(options: Mapping[str, str], known: Mapping[str, object], what: str, docs: str) -> dict[str, str]:
