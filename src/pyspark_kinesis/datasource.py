@@ -31,8 +31,9 @@ def _with_values(config: SourceConfig, schema: Any) -> SourceConfig:
 class KinesisDataSource(DataSource):
     """`spark.readStream/read.format("kinesis")` and `df.writeStream/write.format("kinesis")`.
 
-    Options are validated when Spark asks for the schema (at `.load()`), so a typo fails there,
-    before any query starts. See docs/options.md (source) and docs/sink.md (sink).
+    Options, the streams and a given metadataPath are checked when Spark asks for the schema (at
+    `.load()`), so a typo, a missing stream or absent credentials fail there with a short error,
+    before any query starts (source/driver/preflight.py). See docs/options.md (source) and docs/sink.md (sink).
     """
 
     @classmethod
@@ -41,6 +42,11 @@ class KinesisDataSource(DataSource):
 
     def schema(self) -> Any:
         config = parse_options(self._batch_options(), streaming=False)
+        from .source.driver.preflight import (
+            check_at_load,  # (boto3: loaded when a read is defined, not on import)
+        )
+
+        check_at_load(config)
         if not config.value.decoded:
             return SPARK_SCHEMA
         from .source.value_columns import resolve, spark_schema  # (valueFormat=glue: the registry's schema)

@@ -196,3 +196,50 @@ def test_secrets_stay_out_of_checkpoint_records_and_progress(spark, kinesis_loca
     for path in list((tmp_path / "cp").rglob("*")) + list((tmp_path / "m").rglob("*")):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), f"secret found in {path}"
+
+
+def load_error(spark, options: dict) -> str:
+    """The error `.load()` raises (no query is started), or a failure when it raises none."""
+    r = spark.readStream.format("kinesis").options(**options)
+    try:
+        r.load()
+    except Exception as exc:
+        return str(exc)
+    raise AssertionError(
+        f"`.load()` with {sorted(options)} raised nothing; the error would come at query start"
+    )
+
+
+@pytest.mark.parametrize(
+    "case", ["missing stream", "dead port", "metadataPath a file", "metadataPath under a file"]
+)
+def test_what_load_can_check_fails_at_load_with_the_connectors_message_last(
+    spark, kinesis_local, stream, tmp_path, case
+):
+    """A missing stream, a wrong endpoint and a metadataPath that cannot hold records fail at `.load()`
+    (PySpark reports query-start errors in a trace of over a hundred lines that ends with its own
+    UnboundLocalError); the trace is short and its last line is the connector's message."""
+    from pyspark_kinesis.cli.local_kinesis import free_port
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    options = base(kinesis_local.endpoint, stream, tmp_path)
+    expected = {
+        "missing stream": "stream 'no-such-stream' in region 'us-east-1'",
+        "dead port": "Cannot reach Kinesis for stream",
+        "metadataPath a file": "'metadataPath': cannot write batch-end records there",
+        "metadataPath under a file": "'metadataPath': cannot write batch-end records there",
+    }[case]
+    if case == "missing stream":
+        options["streamName"] = "no-such-stream"
+    elif case == "dead port":
+        options["endpointUrl"] = f"http://127.0.0.1:{free_port()}"
+    elif case == "metadataPath a file":
+        options["metadataPath"] = str(blocker)
+    else:
+        options["metadataPath"] = str(blocker / "meta")
+    message = load_error(spark, options)
+    lines = [line for line in message.splitlines() if line.strip()]
+    last = lines[-1] if not lines[-1].lstrip().startswith("SQLSTATE") else lines[-2]
+    assert expected in last, message
+    assert len(lines) < 30, f"{len(lines)} lines:\n{message}"

@@ -52,7 +52,7 @@ def test_no_records_for_this_checkpoint_says_what_to_do(log):
         f"metadataPath '{log.location}' holds no records for this checkpoint (query token tok). Restart with "
         "the metadataPath the query was first started with, or start over with a new checkpointLocation. If "
         "an expiry rule (an S3 lifecycle rule) covers metadataPath, it deleted them: exclude that prefix from "
-        "expiry (docs/deploy.md)."
+        "expiry."
     )
 
 
@@ -74,7 +74,7 @@ def test_an_identity_record_expired_on_its_own_is_written_again_with_a_warning(l
     assert caplog.messages == [
         f"metadataPath '{log.location}': the query's identity record tok/source.json was gone (an expiry "
         "rule on the storage?) while its batch records are here: written again. Exclude metadataPath from "
-        "expiry rules (see docs/deploy.md)."
+        "expiry rules."
     ]
     log.store.delete(source_key("tok"))
     log.check_query("tok", batch=4)  # without the streams: an empty list

@@ -17,7 +17,7 @@ from pyspark_kinesis.aws import consumers
 from pyspark_kinesis.aws.consumers import Consumer
 from pyspark_kinesis.errors import OptionError, StreamAccessError
 from pyspark_kinesis.model import Position, ShardInfo, StreamIdentity
-from pyspark_kinesis.source.driver import discovery
+from pyspark_kinesis.source.driver import discovery, preflight
 from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.state.offsets import BackfillSlice
 
@@ -70,6 +70,7 @@ def kinesis(monkeypatch):
     def install(listings: dict[str, list[ShardInfo]], retention_h: int = 24) -> Kinesis:
         fake = Kinesis(listings, retention_h)
         monkeypatch.setattr(discovery, "KinesisProxy", fake)
+        monkeypatch.setattr(preflight, "KinesisProxy", fake)  # (the identities: also `.load()`'s check)
         monkeypatch.setattr(discovery, "now_ms", lambda: NOW)
         return fake
 

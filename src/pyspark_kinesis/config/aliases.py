@@ -4,7 +4,7 @@ People move pipelines from AWS's spark-sql-kinesis-connector (options prefixed `
 Databricks' connector; where their option means the same as one of ours, its name works here too, so a
 migration starts by changing the format name. A few values are converted (Databricks' durations like
 "10s", rates in MB/s, awslabs' seconds); options without an equivalent are not aliased, and stay
-rejected with a pointer to docs/migration.md. docs/migration.md is checked against this table by a test.
+rejected as unknown options (docs/migration.md says why, and is checked against this table by a test).
 """
 
 from __future__ import annotations

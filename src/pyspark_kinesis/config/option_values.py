@@ -20,9 +20,10 @@ from .aliases import ALIASES
 SPARK_OPTIONS = frozenset({"path", "checkpointlocation", "queryname"})
 
 
-def fold(options: Mapping[str, str], known: Mapping[str, object], what: str, docs: str) -> dict[str, str]:
+def fold(options: Mapping[str, str], known: Mapping[str, object], what: str) -> dict[str, str]:
     """Map user keys to canonical option names, other connectors' names included (see `aliases`);
-    reject unknown ones with a suggestion, and an option given twice under two names."""
+    reject unknown ones with a suggestion, and an option given twice under two names. The advice names
+    the CLI's listing, not a docs/ page: a pip user has the package, not the repository's docs."""
     lower = {k.lower(): k for k in known}
     aliases = {name.lower(): alias for name, alias in ALIASES.items() if alias.canonical in known}
     folded: dict[str, str] = {}
@@ -39,7 +40,11 @@ def fold(options: Mapping[str, str], known: Mapping[str, object], what: str, doc
         if canonical is None:
             guess = difflib.get_close_matches(low, [*lower, *aliases], n=1)
             name = lower.get(guess[0]) or aliases[guess[0]].canonical if guess else None
-            hint = f"Did you mean '{name}'?" if name else f"See {docs} for the options."
+            hint = (
+                f"Did you mean '{name}'?"
+                if name
+                else f"`pyspark-kinesis options` lists the {what}'s options (with the cli extra installed)."
+            )
             raise OptionError(key, f"this option is not known to the kinesis {what}", hint)
         if canonical in folded and folded[canonical] != value:
             raise OptionError(

@@ -142,7 +142,7 @@ class SinkConfig:
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
-    opts = fold(options, SINK_OPTIONS, "sink", "docs/sink.md")
+    opts = fold(options, SINK_OPTIONS, "sink")
     on_invalid = (opts.get("onInvalidRecord") or "fail").strip().lower()
     if on_invalid not in ("fail", "skip"):
         raise OptionError(

@@ -159,7 +159,7 @@ class SourceConfig:
 
 def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfig:
     """Validate user options. `streaming` decides whether metadataPath is required."""
-    opts = fold(options, KNOWN_OPTIONS, "source", "docs/options.md")
+    opts = fold(options, KNOWN_OPTIONS, "source")
     fallback = Position.latest() if streaming else Position.trim_horizon()
     starting, per_stream = parse_source_start(opts.get("startingPosition") or "LATEST", fallback)
     streams = parse_streams(opts, starting, per_stream)

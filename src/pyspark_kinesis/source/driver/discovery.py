@@ -22,9 +22,9 @@ from ...model import LATEST, MIN_RETENTION_MS, RETENTION_MARGIN_MS, TIMESTAMP, P
 from ..options import SourceConfig
 from ..state.offsets import BackfillSlice, ShardState, SourceOffset
 from . import lineage
+from .preflight import stream_identities
 
 log = logging.getLogger(__name__)
-_STARTUP_ATTEMPTS = 2  # start-up checks fail in seconds on a wrong endpoint instead of retrying for minutes
 
 
 def now_ms() -> int:
@@ -32,21 +32,9 @@ def now_ms() -> int:
 
 
 def resolve_streams(config: SourceConfig) -> SourceConfig:
-    """Check at query start that every stream is reachable (endpoint, credentials, role, existence),
-    failing fast with one clear message, and learn each stream's ARN: its identity in offsets."""
-    identities = [
-        KinesisProxy(spec, agent="planner", max_attempts=_STARTUP_ATTEMPTS).identity()
-        for spec in config.streams
-    ]
-    arns = [identity.arn for identity in identities]
-    for index, arn in enumerate(arns):
-        if arn in arns[:index]:
-            raise OptionError(
-                "streams" if len(arns) > 1 else "streamName",
-                f"names the stream {arn} twice",
-                "Name each stream once.",
-            )
-    config = config.with_identities(identities)
+    """Check at query start that every stream is reachable, and learn each stream's ARN; with
+    enhanced fan-out, each stream's consumer (registered where it is not)."""
+    config = config.with_identities(stream_identities(config))
     if config.fan_out:
         config = replace(config, streams=tuple(_with_consumer(spec) for spec in config.streams))
     return config

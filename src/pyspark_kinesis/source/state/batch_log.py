@@ -144,7 +144,7 @@ class BatchEndLog:
             log.warning(
                 "metadataPath '%s': the query's identity record %s was gone (an expiry rule on the "
                 "storage?) while its batch records are here: written again. Exclude metadataPath from "
-                "expiry rules (see docs/deploy.md).",
+                "expiry rules.",
                 self.location,
                 source_key(token),
             )
@@ -155,8 +155,7 @@ class BatchEndLog:
                 f"metadataPath '{self.location}' holds no records for this checkpoint "
                 f"(query token {token}). Restart with the metadataPath the query was first started "
                 "with, or start over with a new checkpointLocation. If an expiry rule (an S3 lifecycle "
-                "rule) covers metadataPath, it deleted them: exclude that prefix from expiry "
-                "(docs/deploy.md)."
+                "rule) covers metadataPath, it deleted them: exclude that prefix from expiry."
             )
         meta = orjson.loads(raw)
         if meta.get("token") != token:
