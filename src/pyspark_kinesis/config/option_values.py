@@ -19,6 +19,18 @@ from .aliases import ALIASES
 # give `path`; `writeStream.queryName(...)` and Spark Declarative Pipelines' sinks give `queryName`.
 SPARK_OPTIONS = frozenset({"path", "checkpointlocation", "queryname"})
 
+# Options whose values are secrets: no message or log line repeats them, whatever their type.
+SECRET_OPTIONS = frozenset(
+    {"awsAccessKeyId", "awsSecretKey", "sessionToken", "externalId", "metadataStorageOptions"}
+)
+
+
+def shown(option: str, value: object) -> str:
+    """How a message names a value the user gave: itself, or only its kind where it is a secret."""
+    if option in SECRET_OPTIONS:
+        return f"a {type(value).__name__} (value not shown: a secret)"
+    return repr(value)
+
 
 def fold(options: Mapping[str, str], known: Mapping[str, object], what: str) -> dict[str, str]:
     """Map user keys to canonical option names, other connectors' names included (see `aliases`);

@@ -22,6 +22,7 @@ import orjson
 from ..errors import OptionError
 from ..model import LATEST, Position, StreamIdentity
 from .aws_settings import AwsSettings, aws_settings
+from .option_values import shown
 from .start_positions import ENDING, ShardStarts, StreamStart, match_streams, parse_stream_start
 
 _ARN = re.compile(r"^arn:(aws[a-z-]*):kinesis:([a-z0-9-]+):(\d{12}):stream/([A-Za-z0-9_.-]{1,128})$")
@@ -257,7 +258,9 @@ def _entry_options(index: int, item: Any) -> tuple[str, dict[str, str]]:
         if canonical == "startingPosition" and isinstance(value, dict):
             value = orjson.dumps(value).decode()  # per-shard positions (see `start_positions`)
         if not isinstance(value, str):
-            raise OptionError(f"{where}.{canonical}", f"is {value!r}, not a string", "Quote the value.")
+            raise OptionError(
+                f"{where}.{canonical}", f"is {shown(canonical, value)}, not a string", "Quote the value."
+            )
         entry[canonical] = value
     target = entry.pop("streamName", "").strip()
     if not target:
