@@ -61,6 +61,8 @@ def test_the_header_names_the_writer_version_and_zlib_bodies_inflate():
         (bytes([2, 0]) + bytes(16) + b"x", "header version 2"),
         (bytes([3, 7]) + bytes(16) + b"x", "compression byte 7"),
         (bytes([3, 5]) + bytes(16) + b"not zlib", "does not inflate"),
+        (bytes([3, 5]) + bytes(16) + zlib.compress(bytes(range(200)))[:-7], "cut short"),
+        (bytes([3, 5]) + bytes(16) + zlib.compress(b"\x02\x06abc") + b"more", "4 bytes follow the end"),
     ],
 )
 def test_payloads_not_framed_by_the_registry_are_refused(payload, words):

@@ -53,6 +53,15 @@ def unframe(payload: bytes) -> Framed:
             raise WireError(f"the zlib-compressed payload does not inflate ({exc})") from None
         if inflater.unconsumed_tail:
             raise WireError(f"the payload inflates beyond {MAX_INFLATED} bytes")
+        # zlib inflates what it has and says nothing of what is missing: a cut body would decode
+        # into a shorter record (or fail later, far from the cause), and bytes after the end of the
+        # stream would be silently ignored.
+        if not inflater.eof:
+            raise WireError("the zlib-compressed payload is cut short (its stream does not end)")
+        if inflater.unused_data:
+            raise WireError(
+                f"{len(inflater.unused_data)} bytes follow the end of the zlib-compressed payload"
+            )
     elif compression != COMPRESSION_NONE:
         raise WireError(f"compression byte {compression}, neither 0 (none) nor 5 (zlib)")
     return Framed(version, body)
