@@ -46,6 +46,12 @@ class StreamRecreatedError(StreamAccessError):
     """The stream was deleted and re-created under the same name (same ARN, new creation time)."""
 
 
+class SchemaVersionNotFoundError(StreamAccessError):
+    """The schema registry answered that it has no such schema version. When a record's header names
+    it, that is the record's own fault (a decode error); any other registry failure (throttling, a
+    broken connection, refused credentials) is not, and fails the task for Spark to retry."""
+
+
 class CheckpointMismatchError(KinesisConnectorError):
     """The query's checkpoint and the batch-end records under metadataPath disagree."""
 

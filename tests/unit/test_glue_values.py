@@ -153,6 +153,61 @@ def test_a_version_the_reader_cannot_take_fails_naming_the_record_or_goes_to_the
     assert other_id in errors[0] and errors[1] is None
 
 
+def test_a_registry_that_fails_for_a_while_fails_the_task_and_a_missing_version_is_the_records_error():
+    """With onDecodeError=column, only a record's own content is a decode error. A registry that is
+    throttling (or unreachable, or refusing a credentials refresh) for the moment fails the batch's task
+    (Spark retries it, and the record then decodes); a version the registry does not have is the
+    record's error, kept in valueError."""
+    from pyspark_kinesis.errors import SchemaVersionNotFoundError, StreamAccessError
+
+    unknown_id = str(uuid.uuid4())
+    answers = {"throttled": True}
+
+    def registry(version_id: str) -> str:
+        if version_id == unknown_id:
+            raise SchemaVersionNotFoundError(f"schema version {version_id}: it is not registered there")
+        if answers["throttled"]:
+            raise StreamAccessError(
+                "AWS Glue Schema Registry: the registry did not answer (ThrottlingException)"
+            )
+        return DEFINITIONS[version_id]
+
+    values = GlueValues(DEFINITIONS[V2_ID], registry, on_error="column")
+    data = pa.array(
+        [framed(V1_ID, V1, {"id": 5, "item": "y"}), framed(unknown_id, V1, {"id": 6, "item": "z"})]
+    )
+    with pytest.raises(StreamAccessError, match="ThrottlingException"):
+        values.decode(data, where)
+    answers["throttled"] = False  # the task's retry
+    kept = values.decode(data, where)
+    assert kept.values.to_pylist() == [{"id": 5, "item": "y", "qty": None}, None]
+    errors = kept.errors.to_pylist()
+    assert errors[0] is None and "not registered there" in errors[1]
+
+
+def test_the_registrys_not_found_answer_is_the_only_record_level_failure():
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    from pyspark_kinesis.aws.glue_registry import _failure
+    from pyspark_kinesis.config.aws_settings import AwsSettings
+    from pyspark_kinesis.errors import SchemaVersionNotFoundError
+
+    settings = AwsSettings("eu-west-1")
+
+    def client_error(code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": "m"}}, "GetSchemaVersion")
+
+    assert isinstance(
+        _failure(client_error("EntityNotFoundException"), "v", settings), SchemaVersionNotFoundError
+    )
+    for exc in (
+        client_error("ThrottlingException"),
+        client_error("AccessDeniedException"),
+        EndpointConnectionError(endpoint_url="http://127.0.0.1:1"),
+    ):
+        assert not isinstance(_failure(exc, "v", settings), SchemaVersionNotFoundError)
+
+
 def test_records_without_the_header_fail_or_pass_as_asked():
     data = pa.array([b'{"plain": "json"}', framed(V1_ID, V1, {"id": 1, "item": "a"})])
     with pytest.raises(CorruptRecordError, match="row 0: no Glue Schema Registry header"):

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..config.aws_settings import AwsSettings
-from ..errors import StreamAccessError
+from ..errors import SchemaVersionNotFoundError, StreamAccessError
 from .client import glue_client
 from .errors import error_code
 
@@ -75,7 +75,12 @@ def _failure(exc: Exception, what: str, settings: AwsSettings) -> StreamAccessEr
         )
     else:
         hint = f"the registry did not answer ({exc})"
-    return StreamAccessError(f"AWS Glue Schema Registry in region '{settings.region}': {what}: {hint}")
+    message = f"AWS Glue Schema Registry in region '{settings.region}': {what}: {hint}"
+    return (
+        SchemaVersionNotFoundError(message)
+        if code == "EntityNotFoundException"
+        else StreamAccessError(message)
+    )
 
 
 def schema_version(settings: AwsSettings, endpoint_url: str | None, version_id: str) -> RegisteredSchema:

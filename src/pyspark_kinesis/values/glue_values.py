@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, SchemaVersionNotFoundError, StreamAccessError
 from . import json_batch, json_types, protobuf_types
 from .avro_types import AvroValues, parse
 from .glue_wire import WireError, plain_bodies, unframe
@@ -144,7 +144,14 @@ class GlueValues:
             return self._failed(f"no Glue Schema Registry header ({exc})", index, where)
         try:
             writer = self._writer(framed.schema_version)
-        except Exception as exc:  # the registry's errors are already worded (aws.glue_registry)
+        except SchemaVersionNotFoundError as exc:  # the header names a version the registry lacks
+            return self._failed(str(exc), index, where)
+        except StreamAccessError:
+            # Throttling, a broken connection, a credentials refresh: not the record's fault. Turning it
+            # into a null value with a valueError would keep a record that decodes fine as an error
+            # for good; the task fails instead (botocore has retried) and Spark retries it.
+            raise
+        except Exception as exc:  # a registered definition that does not parse: the record's writer's
             return self._failed(str(exc), index, where)
         try:
             return self.codec.decode(framed.body, writer), None
