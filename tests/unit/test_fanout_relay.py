@@ -216,3 +216,109 @@ def test_a_remote_read_may_pause_longer_than_the_handshake_may_take(service, mon
     assert remote.next_event(2.0)["Records"].seqs.to_pylist() == ["3"]
     assert len(service.calls) == 1
     remote.close()
+
+
+def listening_ports() -> set[int]:
+    """The TCP ports this process listens on (the agents here serve in threads of this process)."""
+    import psutil
+
+    return {
+        c.laddr.port for c in psutil.Process().net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN
+    }
+
+
+def test_the_relay_listens_only_while_a_query_run_that_enables_it_uses_the_agent(service, monkeypatch):
+    """fanOutRelay=false (a read with no key) opens no port; a keyed read opens the listener, which
+    closes again once no keyed subscription has been used for RELAY_IDLE_S."""
+    monkeypatch.setattr(process, "RELAY_IDLE_S", 0.5)
+    before = listening_ports()
+    path = start_agent(service)
+    assert address(kept_on(path, service, key=b"")) == ""
+    assert listening_ports() == before, "an agent whose reads do not use the relay listens on a port"
+    link = local_link(path)
+    assert link.open(Want(SPEC, CONSUMER, SHARD, Position.after("2"), False, "t#1", relay_key=KEY))
+    opened = listening_ports() - before
+    assert len(opened) == 1, "a read of a query run with the relay on did not start the listener"
+    link.close()  # nothing kept: the relay has nothing left to hand
+    for _wait in range(40):
+        if listening_ports() == before:
+            break
+        time.sleep(0.1)
+    assert listening_ports() == before, "the listener stayed open with no query run using it"
+
+
+def test_peers_that_trickle_or_say_nothing_cannot_hold_the_agent(service, monkeypatch):
+    """Many connections that never finish a handshake: at most MAX_HANDSHAKES get a thread, each for
+    HANDSHAKE_TIMEOUT_S in all (a byte every while does not extend it); the rest are closed at once.
+    Meanwhile this executor's own reads go on, and a real reader gets in once the deadline has freed
+    the slots."""
+    monkeypatch.setattr(relay, "HANDSHAKE_TIMEOUT_S", 0.8)
+    path = start_agent(service)
+    where = kept_on(path, service)
+    host, port = relay.split_address(address(where))
+    baseline = threading.active_count()
+    peers = []
+    for _n in range(3 * process.MAX_HANDSHAKES):
+        peer = socket.create_connection((host, port), timeout=2)
+        peer.sendall(b"\x00")  # the first byte of a frame's length, then a byte every 0.2 s
+        peers.append(peer)
+    time.sleep(0.2)
+    assert threading.active_count() <= baseline + process.MAX_HANDSHAKES + 1
+
+    # A trickling peer is cut at the deadline, not kept alive by its bytes.
+    started, closed_at = time.monotonic(), None
+    for _tick in range(30):
+        try:
+            peers[0].sendall(b"\x00")
+            peers[0].settimeout(0.2)
+            if peers[0].recv(1) == b"":
+                closed_at = time.monotonic()
+                break
+        except TimeoutError:
+            continue
+        except OSError:
+            closed_at = time.monotonic()
+            break
+    assert closed_at is not None and closed_at - started < 2.5, "a trickling peer held its handshake"
+
+    # The executor's own reads do not wait for the peers.
+    local = local_link(path)
+    local.open(Want(SPEC, CONSUMER, SHARD, Position.after("2"), True, "t#1", relay_key=KEY))
+    service.streams[-1].events.put(event([3]))
+    assert local.next_event(2.0)["Records"].seqs.to_pylist() == ["3"]
+    where = local.keep(Position.after("3"))
+    local.close()
+    for peer in peers:
+        peer.close()
+    time.sleep(1.0)  # every handshake slot is free again by its deadline
+    remote = AgentLink.to_holder(address(where), CONSUMER, SHARD, KEY)
+    remote.resume(Position.after("3"), "t#2")
+    remote.close()
+
+
+def test_a_remote_session_that_goes_silent_ends_and_closes_its_subscription(service, monkeypatch):
+    """A reader whose host vanished (no FIN, no RST) leaves a silent session: it ends after
+    SESSION_IDLE_S and its subscription is closed, instead of holding both for the agent's life."""
+    monkeypatch.setattr(relay, "SESSION_IDLE_S", 0.5)
+    where = kept_on(start_agent(service), service)
+    remote = AgentLink.to_holder(address(where), CONSUMER, SHARD, KEY)
+    remote.resume(Position.after("2"), "t#1")
+    stream = service.streams[-1]
+    for _wait in range(30):  # the reader says nothing more
+        if stream.closed:
+            break
+        time.sleep(0.1)
+    assert stream.closed, "a silent remote session kept its subscription"
+    remote.channel.close()
+
+
+def test_relay_sessions_use_tcp_keepalive():
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        with socket.create_connection(listener.getsockname()) as sock:
+            relay.keep_alive(sock)
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            if hasattr(socket, "TCP_KEEPIDLE"):
+                assert (
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
+                    == relay.KEEPALIVE["TCP_KEEPIDLE"]
+                )

@@ -172,6 +172,9 @@ class SubscriptionHub:
         self._with_records: dict[str, float] = {}  # batches a read has taken records for, since when
         self._reads = 0
         self.idle_since = time.monotonic()
+        self.relayed_at = float(
+            "-inf"
+        )  # when a subscription of a query run with the relay on was last in use
 
     def open(self, want: Want) -> tuple[HeldSubscription, bool]:
         """The subscription a read continues (`want.reuse`, same position) or a new one; True for a new
@@ -194,6 +197,8 @@ class SubscriptionHub:
             raise
         held = HeldSubscription(key, subscription)
         held.batch, held.relay_key = want.batch, want.relay_key
+        if want.relay_key:
+            self.relayed_at = time.monotonic()
         first = held.take(FIRST_MESSAGE_WAIT_S, peek=True)
         if first is not None and first[0] == "error":  # refused inside the stream (kinesis-local does this)
             held.close()
@@ -219,6 +224,7 @@ class SubscriptionHub:
                 return None
             del self._kept[key]
         kept.batch = batch
+        self.relayed_at = time.monotonic()
         return kept
 
     def next_for(self, held: HeldSubscription, wait_s: float, settle: bool) -> tuple[str, Any]:
@@ -263,6 +269,8 @@ class SubscriptionHub:
             closing = [self._kept.pop(k) for k in stale]
             if self._reads or self._kept:
                 self.idle_since = now
+            if any(held.relay_key for held in self._kept.values()):
+                self.relayed_at = now
         for held in closing:
             held.close()
 

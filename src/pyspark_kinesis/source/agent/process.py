@@ -53,6 +53,13 @@ log = logging.getLogger("pyspark_kinesis.source.agent")
 
 MAX_MESSAGES = 10_000_000  # hard bound on one connection's messages
 IDLE_EXIT_S = 60.0  # the agent ends after this long without reads or kept subscriptions
+# Connections from other executors not yet authenticated, at once: more are closed as they come, so
+# that peers which connect and say nothing (or a byte at a time) cannot take the threads the
+# subscriptions need. Each has `relay.HANDSHAKE_TIMEOUT_S` for its whole handshake.
+MAX_HANDSHAKES = 16
+# The relay listens only while a query run that enables it (`fanOutRelay`, the default) has used a
+# subscription here within this long: with `fanOutRelay=false` no port is open.
+RELAY_IDLE_S = 60.0
 
 
 def _same_user(conn: socket.socket) -> bool:
@@ -68,10 +75,16 @@ class _Session:
     """One read's conversation with the agent: open (or continue), next..., keep or close (see `link`).
     A read from another executor (`remote`) may only continue a subscription kept for its query run."""
 
-    def __init__(self, hub: SubscriptionHub, address: str, remote: tuple[Key, bytes] | None = None) -> None:
-        """`remote`: for a read from another executor, the (consumer, shard) and the query run's key its
+    def __init__(
+        self,
+        hub: SubscriptionHub,
+        relay: Callable[[bool], str],
+        remote: tuple[Key, bytes] | None = None,
+    ) -> None:
+        """`relay(start)`: this agent's relay address (started first with `start`; "" when none);
+        `remote`: for a read from another executor, the (consumer, shard) and the query run's key its
         handshake proved."""
-        self.hub, self.address, self.remote = hub, address, remote
+        self.hub, self.relay, self.remote = hub, relay, remote
         self.held: HeldSubscription | None = None
 
     def serve(self, channel: Any) -> None:
@@ -94,7 +107,7 @@ class _Session:
         """Where a kept subscription can be continued from, `address@ms`: this agent's relay address
         (for the reads of a query run that gave a key; else empty) and when the subscription was opened
         (a read elsewhere that cannot continue it keeps the service's spacing from then: see `Spacing`)."""
-        return f"{self.address if held.relay_key else ''}@{held.subscribed_ms}"
+        return f"{self.relay(False) if held.relay_key else ''}@{held.subscribed_ms}"
 
     def answer(self, message: tuple) -> tuple[str, Any]:
         hub, held, op = self.hub, self.held, message[0]
@@ -110,6 +123,8 @@ class _Session:
                 return ("ok", False) if self.held is not None else ("refused", "not kept at that position")
             if self.remote is not None:
                 return ("refused", "a read from another executor only continues a kept subscription")
+            if message[1].relay_key:
+                self.relay(True)  # its query run lets other executors continue what it keeps here
             try:
                 self.held, fresh = hub.open(message[1])
             except Exception as exc:
@@ -141,7 +156,7 @@ class _LocalReads(socketserver.BaseRequestHandler):
         if not _same_user(conn):
             log.warning("refused a connection from another user")
             return
-        _Session(server.hub, server.relay_address).serve(UnixChannel(conn))
+        _Session(server.hub, server.relay).serve(UnixChannel(conn))
 
 
 class _RemoteReads(socketserver.BaseRequestHandler):
@@ -151,11 +166,15 @@ class _RemoteReads(socketserver.BaseRequestHandler):
         server: _RelayServer = self.server  # type: ignore[assignment]
         hub = server.hub
         try:
-            channel, key, relay_key = relay.accept(self.request, lambda *key: hub.relay_key_of(key))
+            try:
+                channel, key, relay_key = relay.accept(self.request, lambda *key: hub.relay_key_of(key))
+            finally:
+                server.handshakes.release()
         except (relay.RelayRefused, OSError, ValueError) as exc:
             log.info("relay connection from %s refused: %s", self.client_address, exc)
             return
-        _Session(hub, server.relay_address, remote=(key, relay_key)).serve(channel)
+        address = server.relay_address
+        _Session(hub, lambda _start: address, remote=(key, relay_key)).serve(channel)
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):
@@ -163,8 +182,27 @@ class _Server(socketserver.ThreadingUnixStreamServer):
 
     def __init__(self, path: str, hub: SubscriptionHub) -> None:
         self.hub = hub
-        self.relay_address = ""
+        self.relay_server: _RelayServer | None = None
+        self._relay_lock = threading.Lock()
         super().__init__(path, _LocalReads)
+
+    def relay(self, start: bool) -> str:
+        """The relay's address ("" when it is not listening), started first when `start`."""
+        with self._relay_lock:
+            if start and self.relay_server is None:
+                self.relay_server = _start_relay(self.hub)
+            return self.relay_server.relay_address if self.relay_server is not None else ""
+
+    def stop_relay_if_unused(self) -> None:
+        """Close the listener once no query run that enables the relay has used a subscription here for
+        `RELAY_IDLE_S` (its kept subscriptions are gone or closed)."""
+        with self._relay_lock:
+            if self.relay_server is None or time.monotonic() - self.hub.relayed_at < RELAY_IDLE_S:
+                return
+            closing, self.relay_server = self.relay_server, None
+        closing.shutdown()
+        closing.server_close()
+        log.info("relay for other executors' reads closed: no query run uses it here")
 
 
 class _RelayServer(socketserver.ThreadingTCPServer):
@@ -173,10 +211,23 @@ class _RelayServer(socketserver.ThreadingTCPServer):
 
     def __init__(self, host: str, hub: SubscriptionHub) -> None:
         self.hub = hub
+        self.handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
         if ":" in host:
             self.address_family = socket.AF_INET6
         super().__init__((host, 0), _RemoteReads)
         self.relay_address = relay.join_address(host, self.server_address[1])
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread for the connection only while fewer than `MAX_HANDSHAKES` are unauthenticated;
+        otherwise it is closed at once (a real reader then subscribes where it runs)."""
+        if not self.handshakes.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.handshakes.release()
+            raise
 
 
 def _start_relay(hub: SubscriptionHub) -> _RelayServer | None:
@@ -221,14 +272,12 @@ def serve(path: str, owner: int, client_for: Callable[[StreamSpec], Any] | None 
     finally:
         os.umask(old_mask)
     ours = os.stat(path).st_ino  # at exit the path is unlinked only if it is still this agent's socket
-    relay_server = _start_relay(hub)
-    if relay_server is not None:
-        server.relay_address = relay_server.relay_address
 
     def watch() -> None:
         while True:
             time.sleep(0.5)
             hub.reap()
+            server.stop_relay_if_unused()
             if not _owner_alive(owner) or time.monotonic() - hub.idle_since > IDLE_EXIT_S:
                 server.shutdown()
                 return
@@ -238,6 +287,8 @@ def serve(path: str, owner: int, client_for: Callable[[StreamSpec], Any] | None 
         server.serve_forever(poll_interval=0.5)
     finally:
         server.server_close()
+        with server._relay_lock:
+            relay_server, server.relay_server = server.relay_server, None
         if relay_server is not None:
             relay_server.shutdown()
             relay_server.server_close()

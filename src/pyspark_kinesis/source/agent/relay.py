@@ -36,6 +36,7 @@ import os
 import pickle
 import socket
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +50,12 @@ NONCE = 16
 MAX_FRAME = 512 * 1024 * 1024  # larger than any event (events carry at most a few MB)
 MAX_HELLO = 64 * 1024  # the handshake's JSON frames are small
 CONNECT_TIMEOUT_S = 2.0  # a holder that does not answer by then is taken as lost
-HANDSHAKE_TIMEOUT_S = 5.0
+HANDSHAKE_TIMEOUT_S = 5.0  # the holder's bound on a connection's whole handshake
+# After the handshake a reader paces the conversation (a backoff may pause it), but not for ever: a
+# session silent this long ends (its subscription is closed), and TCP keepalive finds a reader whose
+# host vanished without a FIN or RST within about a minute (idle 30 s, then 3 probes 10 s apart).
+SESSION_IDLE_S = 300.0
+KEEPALIVE = {"TCP_KEEPIDLE": 30, "TCP_KEEPINTVL": 10, "TCP_KEEPCNT": 3}
 
 
 class RelayRefused(Exception):
@@ -88,8 +94,8 @@ def _proof(key: bytes, role: bytes, client_nonce: bytes, server_nonce: bytes) ->
 
 
 # -- framing -----------------------------------------------------------------------------------------
-def _hello_frame(sock: socket.socket) -> dict[str, Any]:
-    body = receive_frame(sock, MAX_HELLO)
+def _hello_frame(sock: socket.socket, deadline: float | None = None) -> dict[str, Any]:
+    body = receive_frame(sock, MAX_HELLO, deadline)
     if body is None:
         raise RelayRefused("the peer closed the connection during the handshake")
     try:
@@ -185,8 +191,9 @@ def accept(
     (consumer, shard) -> the query run's key of the subscription kept there, or None), exchange proofs.
     Returns the channel, the (consumer, shard) asked for and the key both proved; RelayRefused
     otherwise."""
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
-    hello = _hello_frame(sock)
+    hello = _hello_frame(sock, deadline)
     consumer, shard = str(hello.get("consumer", "")), str(hello.get("shard", ""))
     try:
         theirs = bytes.fromhex(str(hello.get("nonce", "")))
@@ -199,7 +206,7 @@ def accept(
     mine = os.urandom(NONCE)
     proof = _proof(key, b"holder", theirs, mine)
     send_frame(sock, orjson.dumps({"held": True, "nonce": mine.hex(), "proof": proof.hex()}))
-    answer = _hello_frame(sock)
+    answer = _hello_frame(sock, deadline)
     try:
         given = bytes.fromhex(str(answer.get("proof", "")))
     except ValueError:
@@ -209,6 +216,17 @@ def accept(
         raise RelayRefused("a reader that does not know the query's key")
     send_frame(sock, orjson.dumps({"ok": True}))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    # The reader paces the conversation from here (a backoff may pause it), as over the Unix socket.
-    sock.settimeout(None)
+    keep_alive(sock)
+    # The reader paces the conversation from here (a backoff may pause it), within SESSION_IDLE_S.
+    sock.settimeout(SESSION_IDLE_S)
     return SealedChannel(sock, _proof(key, b"session", theirs, mine), client=False), (consumer, shard), key
+
+
+def keep_alive(sock: socket.socket) -> None:
+    """TCP keepalive with `KEEPALIVE`'s timing, where the platform has those options."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in KEEPALIVE.items():
+        option = getattr(socket, name, None)
+        if option is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
