@@ -231,20 +231,20 @@ def test_the_relay_listens_only_while_a_query_run_that_enables_it_uses_the_agent
     """fanOutRelay=false (a read with no key) opens no port; a keyed read opens the listener, which
     closes again once no keyed subscription has been used for RELAY_IDLE_S."""
     monkeypatch.setattr(process, "RELAY_IDLE_S", 0.5)
-    before = listening_ports()
+    before = listening_ports()  # (other tests' agents may close theirs meanwhile, never open one)
     path = start_agent(service)
     assert address(kept_on(path, service, key=b"")) == ""
-    assert listening_ports() == before, "an agent whose reads do not use the relay listens on a port"
+    assert listening_ports() <= before, "an agent whose reads do not use the relay listens on a port"
     link = local_link(path)
-    assert link.open(Want(SPEC, CONSUMER, SHARD, Position.after("2"), False, "t#1", relay_key=KEY))
+    link.open(Want(SPEC, CONSUMER, SHARD, Position.after("2"), False, "t#1", relay_key=KEY))
     opened = listening_ports() - before
     assert len(opened) == 1, "a read of a query run with the relay on did not start the listener"
     link.close()  # nothing kept: the relay has nothing left to hand
     for _wait in range(40):
-        if listening_ports() == before:
+        if not opened & listening_ports():
             break
         time.sleep(0.1)
-    assert listening_ports() == before, "the listener stayed open with no query run using it"
+    assert not opened & listening_ports(), "the listener stayed open with no query run using it"
 
 
 def test_peers_that_trickle_or_say_nothing_cannot_hold_the_agent(service, monkeypatch):
@@ -313,12 +313,9 @@ def test_a_remote_session_that_goes_silent_ends_and_closes_its_subscription(serv
 
 
 def test_relay_sessions_use_tcp_keepalive():
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        with socket.create_connection(listener.getsockname()) as sock:
-            relay.keep_alive(sock)
-            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
-            if hasattr(socket, "TCP_KEEPIDLE"):
-                assert (
-                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
-                    == relay.KEEPALIVE["TCP_KEEPIDLE"]
-                )
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, socket.create_connection(listener.getsockname()) as sock:
+        relay.keep_alive(sock)
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == relay.KEEPALIVE["TCP_KEEPIDLE"]
