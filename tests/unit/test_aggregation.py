@@ -79,6 +79,9 @@ class Collected:
     def flush(self) -> None:
         self.flushes += 1
 
+    def take_misplaced(self) -> list:
+        return []
+
 
 def four_shards():
     from pyspark_kinesis.model import ShardInfo
@@ -96,7 +99,7 @@ def test_rows_are_packed_per_shard_and_each_aggregate_lands_where_its_rows_belon
 
     router = four_shards()
     out = Collected()
-    agg = Aggregator(out, 1000, lambda stream: router)
+    agg = Aggregator(out, 1000, lambda stream, every: router)
     rows = [Entry("s", f"payload-{n}".encode() * 3, f"key-{n % 37}", None, n) for n in range(400)]
     for row in rows:
         agg.add(row)
@@ -124,7 +127,7 @@ def test_a_lone_row_goes_as_it_is_and_explicit_hash_keys_route():
     from pyspark_kinesis.sink.producing import Entry
 
     out = Collected()
-    agg = Aggregator(out, 1000, lambda stream: four_shards())
+    agg = Aggregator(out, 1000, lambda stream, every: four_shards())
     agg.add(Entry("s", b"only", "k", str(3 * 2**126 + 5), 0))
     agg.flush()
     assert out.entries[0].data == b"only" and out.entries[0].hash_key == str(3 * 2**126 + 5)
@@ -140,7 +143,7 @@ def test_an_aggregate_entry_carries_its_first_rows_stream_key_hash_row_and_shard
     out = Collected()
     streams: list[str] = []
 
-    def router_for(stream: str):
+    def router_for(stream: str, every: bool):
         streams.append(stream)
         return four_shards()
 
@@ -174,7 +177,7 @@ def test_an_aggregate_without_explicit_keys_lands_by_its_first_keys_md5():
     from pyspark_kinesis.sink.producing import Entry
 
     out = Collected()
-    agg = Aggregator(out, 10_000, lambda stream: four_shards())
+    agg = Aggregator(out, 10_000, lambda stream, every: four_shards())
     router = four_shards()
     keys = [k for k in (f"key-{n}" for n in range(50)) if router.shard_for(hash_of(k, None)) == "s2"][:3]
     for row, key in enumerate(keys):
@@ -202,3 +205,74 @@ def test_the_router_takes_open_shards_by_range_start_and_refuses_a_stream_withou
     ]
     with pytest.raises(ValueError, match=r"^the stream lists no open shard$"):
         ShardRouter([ShardInfo("old", None, None, 0, 2**128 - 1, True)])
+
+
+def test_an_aggregate_that_lands_in_another_shard_has_its_misplaced_user_records_sent_again(monkeypatch):
+    """A task's shard map is stale (one shard; the stream was split in two meanwhile). Every aggregate
+    lands in the child holding its first row; the KCL drops the user records of an aggregate outside
+    the landed shard's range. Read back as the KCL reads (aws-kinesis-agg opens the aggregates, the
+    effective hash key computed here as the KCL computes it), every row arrives exactly once."""
+    import hashlib
+
+    from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+
+    from pyspark_kinesis.model import ShardInfo
+    from pyspark_kinesis.sink import producing
+    from pyspark_kinesis.sink.options import parse_sink_options
+    from pyspark_kinesis.sink.packing import Aggregator, ShardRouter
+    from pyspark_kinesis.sink.producing import Entry, Producer
+
+    top, mid = 2**128 - 1, 2**127
+    stale = [ShardInfo("parent", None, None, 0, top, False)]
+    split = [
+        ShardInfo("parent", None, None, 0, top, True),
+        ShardInfo("low", "parent", None, 0, mid - 1, False),
+        ShardInfo("high", "parent", None, mid, top, False),
+    ]
+    ranges = {"low": (0, mid - 1), "high": (mid, top)}
+    landed: dict[str, list[dict]] = {"low": [], "high": []}
+
+    def kcl_hash(key: str, explicit: str | None) -> int:
+        return int(explicit) if explicit else int.from_bytes(hashlib.md5(key.encode()).digest(), "big")
+
+    def put(settings, stream, records):  # the service: a record lands in the shard holding its hash key
+        results = []
+        for record in records:
+            shard = "low" if kcl_hash(record["PartitionKey"], record.get("ExplicitHashKey")) < mid else "high"
+            landed[shard].append(record)
+            results.append({"ShardId": shard, "SequenceNumber": str(len(landed[shard]))})
+        return results
+
+    monkeypatch.setattr(producing, "put_records", put)
+    maps = iter([stale, split, split])
+    listings: list[bool] = []
+
+    def router_for(stream: str, every: bool) -> ShardRouter:
+        listings.append(every)
+        return ShardRouter(next(maps))
+
+    config = parse_sink_options({"streamName": "orders", "region": "us-east-1"})
+    producer = Producer(config)
+    aggregator = Aggregator(producer, 50_000, router_for)
+    rows = {f"key-{n}": f"row-{n}".encode() for n in range(300)}
+    for n, (key, data) in enumerate(rows.items()):
+        aggregator.add(Entry("orders", data, key, None, n))
+    aggregator.flush()
+    producer.close()
+
+    kept: list[tuple[str, bytes]] = []
+    for shard, records in landed.items():
+        low, high = ranges[shard]
+        boto3_records = [
+            {"SequenceNumber": str(i), "PartitionKey": r["PartitionKey"], "Data": r["Data"],
+             "ApproximateArrivalTimestamp": 0, "ExplicitHashKey": r.get("ExplicitHashKey")}
+            for i, r in enumerate(records)
+        ]  # fmt: skip
+        for user in iter_deaggregate_records(boto3_records, data_format="Boto3"):
+            key = user["kinesis"]["partitionKey"]
+            explicit = user["kinesis"].get("explicitHashKey")
+            if low <= kcl_hash(key, explicit) <= high:  # the KCL's rule: others are dropped
+                kept.append((key, base64.b64decode(user["kinesis"]["data"])))
+    assert sorted(kept) == sorted(rows.items()), "rows lost or doubled for a KCL reader"
+    assert listings == [False, True] and aggregator.resent > 0
+    assert aggregator.user_records == len(rows)

@@ -7,19 +7,32 @@ hash key falls in (the explicit hash key, else the MD5 of the partition key, aga
 ListShards gives) and packed up to the record size limit; the aggregated record is put with its first
 row's partition key and hash key, so it lands in that shard. A reader that de-aggregates (this
 project's source, the KCL, aws-kinesis-agg) gets the rows back with their own partition keys.
+
+After a reshard the shard map a task listed is stale: an aggregate lands in the shard that now holds
+its first row, and the KCL (and this project's source) drop, on read, every user record of it whose
+hash key lies outside that shard's range. So, as the KPL does, every PutRecords result's ShardId is
+checked: an aggregate that landed in another shard than it was packed for makes the task list the
+shards again and re-send the user records the landed shard does not hold, packed for their shards.
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
+from ..errors import SinkWriteError
 from ..kpl import Aggregate
 from ..model import ShardInfo
 from .producing import Entry
+
+log = logging.getLogger(__name__)
+# Shard-map refreshes one flush may take while aggregates keep landing in other shards (a reshard
+# at most moves a map on once or twice during a flush; more means the map cannot be trusted).
+MISPLACED_ROUNDS = 5
 
 
 def hash_of(key: str, hash_key: str | None) -> int:
@@ -33,6 +46,7 @@ class ShardRouter:
     """Hash key -> the open shard whose range holds it."""
 
     def __init__(self, shards: list[ShardInfo]) -> None:
+        self.ranges = {s.shard_id: (s.start_hash, s.end_hash) for s in shards}
         open_shards = sorted((s for s in shards if not s.closed), key=lambda s: s.start_hash)
         if not open_shards:
             raise ValueError("the stream lists no open shard")
@@ -48,47 +62,100 @@ class Sink(Protocol):
 
     def flush(self) -> None: ...
 
+    def take_misplaced(self) -> list[tuple[Entry, str]]: ...
+
 
 class Aggregator:
     """Sits in front of the producer: `add` packs, `flush` sends what is packed and flushes."""
 
-    def __init__(self, producer: Sink, limit: int, router_for: Callable[[str], ShardRouter]) -> None:
+    def __init__(self, producer: Sink, limit: int, router_for: Callable[[str, bool], ShardRouter]) -> None:
+        """`router_for(stream, every)`: the stream's shard map from a listing of its open shards, or
+        with `every` of all its shards (closed ones too: where an aggregate landed may close again)."""
         self.producer = producer
         self.limit = limit
         self.router_for = router_for
         self._routers: dict[str, ShardRouter] = {}
-        self._open: dict[
-            tuple[str, str], tuple[Aggregate, Entry]
-        ] = {}  # (stream, shard) -> aggregate, first row
+        # (stream, shard) -> aggregate, its first row, its user records
+        self._open: dict[tuple[str, str], tuple[Aggregate, Entry, list[tuple[str, str | None, bytes]]]] = {}
         self.user_records = 0
         self.aggregates = 0
+        self.resent = 0  # user records re-sent because their aggregate landed in another shard
 
     def add(self, entry: Entry) -> None:
         router = self._routers.get(entry.stream)
         if router is None:
-            router = self._routers[entry.stream] = self.router_for(entry.stream)
+            router = self._routers[entry.stream] = self.router_for(entry.stream, False)
         slot = (entry.stream, router.shard_for(hash_of(entry.key, entry.hash_key)))
+        member = (entry.key, entry.hash_key, entry.data)
         current = self._open.get(slot)
-        if current is not None and not current[0].add(entry.key, entry.hash_key, entry.data):
+        if current is not None and not current[0].add(*member):
             self._emit(slot)
             current = None
         if current is None:
             agg = Aggregate(self.limit)
-            agg.add(entry.key, entry.hash_key, entry.data)
-            self._open[slot] = (agg, entry)
+            agg.add(*member)
+            self._open[slot] = (agg, entry, [member])
+        else:
+            current[2].append(member)
         self.user_records += 1
 
     def _emit(self, slot: tuple[str, str]) -> None:
-        agg, first = self._open.pop(slot)
+        agg, first, members = self._open.pop(slot)
         self.aggregates += 1
         order = f"\0shard {slot[1]}"  # preserveOrder: a shard's records, aggregated or not, stay in order
         if agg.count == 1:  # nothing to gain: the row goes as it is, readable by any consumer
             self.producer.add(replace(first, order=order))
             return
         hash_key = str(hash_of(first.key, first.hash_key))
-        self.producer.add(Entry(first.stream, agg.encode(), agg.partition_key, hash_key, first.row, order))
+        self.producer.add(
+            Entry(
+                first.stream,
+                agg.encode(),
+                agg.partition_key,
+                hash_key,
+                first.row,
+                order,
+                shard=slot[1],
+                members=tuple(members),
+            )
+        )
 
     def flush(self) -> None:
-        for slot in list(self._open):
-            self._emit(slot)
-        self.producer.flush()
+        """Send what is packed; re-send the user records of aggregates that landed where they do not
+        belong (packed anew with a fresh shard map) until none does, a bounded number of rounds."""
+        for _round in range(MISPLACED_ROUNDS):
+            for slot in list(self._open):
+                self._emit(slot)
+            self.producer.flush()
+            misplaced = self.producer.take_misplaced()
+            if not misplaced:
+                return
+            self._resend(misplaced)
+        raise SinkWriteError(
+            f"aggregates kept landing in other shards than they were packed for after {MISPLACED_ROUNDS} "
+            "refreshes of the shard map (a stream being resharded over and over?). Their user records outside "
+            "those shards would be dropped by KCL readers: the task fails and Spark retries it. Set "
+            "aggregate=false while resharding."
+        )
+
+    def _resend(self, misplaced: list[tuple[Entry, str]]) -> None:
+        for stream in {entry.stream for entry, _landed in misplaced}:
+            self._routers[stream] = self.router_for(stream, True)
+        for entry, landed in misplaced:
+            span = self._routers[entry.stream].ranges.get(landed)
+            outside = [
+                m for m in entry.members if span is None or not span[0] <= hash_of(m[0], m[1]) <= span[1]
+            ]
+            log.info(
+                "an aggregate of %d user records for shard %s of '%s' landed in %s (the shard map changed): "
+                "%d of them re-sent to their shards",
+                len(entry.members),
+                entry.shard,
+                entry.stream,
+                landed,
+                len(outside),
+            )
+            for key, hash_key, data in outside:
+                self.add(Entry(entry.stream, data, key, hash_key, entry.row))
+                self.user_records -= 1  # (counted once, when first added)
+            self.resent += len(outside)

@@ -45,6 +45,10 @@ class Entry:
     # What preserveOrder keeps in order: the partition key, or for aggregated records (many keys in
     # one) the shard they go to, so no aggregate overtakes an earlier one of its shard.
     order: str | None = None
+    # An aggregate's: the shard it was packed for, and its user records (partition key, explicit hash
+    # key, data), re-sent where they belong when it lands elsewhere (see `packing.Aggregator`).
+    shard: str | None = None
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
 
     @property
     def order_key(self) -> str:
@@ -108,6 +112,7 @@ class Lane:
         self.pending: list[Entry] = []
         self.stats = stats
         self.lock = lock
+        self.misplaced: list[tuple[Entry, str]] = []  # aggregates written, and the shard each landed in
 
     def _next_call(self) -> tuple[str, list[int]]:
         """Indexes of pending records for the next call: one stream per call, within the limits."""
@@ -149,9 +154,13 @@ class Lane:
                 self.stats.records += len(done)
                 self.stats.bytes += sum(e.size for e in done)
                 self.stats.retried += len(failed)
-            for result in results:
+            for index, result in zip(chosen, results, strict=True):
                 if "ErrorCode" in result:
                     last_error = f"{result['ErrorCode']}: {result.get('ErrorMessage', '')}"
+                    continue
+                entry, landed = self.pending[index], result.get("ShardId")
+                if entry.shard is not None and landed and landed != entry.shard:
+                    self.misplaced.append((entry, landed))
             sent = set(chosen) - failed
             self.pending = [e for i, e in enumerate(self.pending) if i not in sent]
             if not failed:
@@ -211,6 +220,13 @@ class Producer:
         self._buffered = self._buffered_bytes = 0
         if errors:
             raise errors[0]
+
+    def take_misplaced(self) -> list[tuple[Entry, str]]:
+        """Aggregates the last flush wrote into another shard than the one they were packed for."""
+        taken = [item for lane in self.lanes for item in lane.misplaced]
+        for lane in self.lanes:
+            lane.misplaced = []
+        return taken
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -136,7 +136,7 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
     encoder = value_encoder(config) if config.value.decoded else None
     sink: Producer | Aggregator = producer
     if config.aggregate:
-        sink = Aggregator(producer, MAX_RECORD_BYTES, lambda stream: _router(config, stream))
+        sink = Aggregator(producer, MAX_RECORD_BYTES, lambda stream, every: _router(config, stream, every))
     skipped: Counter[str] = Counter()
     row = 0
     try:
@@ -208,10 +208,11 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
     return KinesisCommitMessage(stats.records, stats.bytes, stats.calls, stats.retried, dict(skipped))
 
 
-def _router(config: SinkConfig, stream: str) -> ShardRouter:
-    """The stream's open shards and their hash ranges, listed once per task and stream."""
+def _router(config: SinkConfig, stream: str, every: bool = False) -> ShardRouter:
+    """The stream's open shards and their hash ranges, listed once per task and stream (and again,
+    every shard, when an aggregate landed in another shard than it was packed for)."""
     target = sink_target(config.settings_for(stream), stream)
-    return ShardRouter(KinesisProxy(target, agent="sink").list_shards(open_only=True))
+    return ShardRouter(KinesisProxy(target, agent="sink").list_shards(open_only=not every))
 
 
 def _summary(messages: list[Any]) -> str:
