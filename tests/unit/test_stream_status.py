@@ -1,6 +1,7 @@
-"""A stream that is not simply ACTIVE at start: CREATING is waited for (bounded), then a clear error;
-DELETING is an error naming the stream; UPDATING is read as ACTIVE (Kinesis serves reads and writes
-while a stream updates)."""
+"""A stream that is not simply ACTIVE at start, for the source and the sink: CREATING is waited for
+(bounded), then a clear error; DELETING is an error naming the stream; UPDATING is read as ACTIVE
+(Kinesis serves reads and writes while a stream updates). A stream with AUTO record distribution
+takes the sink's rows without partition keys."""
 
 from __future__ import annotations
 
@@ -61,3 +62,81 @@ def test_deleting_is_an_error_and_updating_is_read_as_active():
         proxy(Client("DELETING")).identity()
     client = Client("UPDATING")
     assert proxy(client).identity().arn == ARN and client.calls == 1
+
+
+def test_the_sink_waits_for_a_creating_stream_and_refuses_one_being_deleted(monkeypatch):
+    """The sink learns each stream's record size limit at query start: on a stream still CREATING
+    it waits (bounded) as the source does, on one being deleted it fails naming it."""
+    from pyspark_kinesis.sink import writers
+    from pyspark_kinesis.sink.options import parse_sink_options
+
+    clients = {"orders": Client("CREATING", "CREATING", "ACTIVE")}
+
+    def made(spec, agent, max_attempts=None):
+        built = KinesisProxy(spec, agent=agent)
+        built._client = clients[spec.name]
+        return built
+
+    monkeypatch.setattr(writers, "KinesisProxy", made)
+    config = writers.check_stream(parse_sink_options({"streamName": "orders", "region": "us-east-1"}))
+    assert config.record_limits == {"orders": 1024 * 1024} and clients["orders"].calls == 3
+    clients["orders"] = Client("DELETING")
+    with pytest.raises(StreamNotFoundError, match="'orders' is being deleted"):
+        writers.check_stream(parse_sink_options({"streamName": "orders", "region": "us-east-1"}))
+    monkeypatch.setattr(kinesis, "CREATING_WAIT_S", 0.1)
+    clients["orders"] = Client("CREATING")
+    with pytest.raises(StreamAccessError, match="still CREATING after"):
+        writers.check_stream(parse_sink_options({"streamName": "orders", "region": "us-east-1"}))
+
+
+class AutoClient(Client):
+    """A stream whose records the service places itself (RecordDistributionStrategy AUTO)."""
+
+    def describe_stream_summary(self, **args: str) -> dict:
+        answer = super().describe_stream_summary(**args)
+        answer["StreamDescriptionSummary"]["RecordDistributionStrategy"] = "AUTO"
+        return answer
+
+
+def test_rows_without_a_key_go_without_one_to_an_auto_stream_and_with_a_random_one_elsewhere(monkeypatch):
+    """The sink learns at query start which streams have AUTO record distribution (one
+    DescribeStreamSummary, as for the record size limit). There a row without a partition key goes
+    without one (the service ignores keys); elsewhere it gets a random key, as before. A key the row
+    has is sent as it is everywhere, and packing rows into aggregates is refused for an AUTO stream."""
+    import pyarrow as pa
+
+    from pyspark_kinesis.errors import OptionError
+    from pyspark_kinesis.sink import producing, writers
+    from pyspark_kinesis.sink.options import parse_sink_options
+
+    clients = {"placed": AutoClient("ACTIVE"), "keyed": Client("ACTIVE")}
+
+    def made(spec, agent, max_attempts=None):
+        built = KinesisProxy(spec, agent=agent)
+        built._client = clients[spec.name]
+        return built
+
+    monkeypatch.setattr(writers, "KinesisProxy", made)
+    sent: dict[str, list[dict]] = {"placed": [], "keyed": []}
+
+    def put(settings, stream, records):
+        sent[stream].extend(records)
+        return [{"ShardId": "shardId-000000000000", "SequenceNumber": "1"} for _r in records]
+
+    monkeypatch.setattr(producing, "put_records", put)
+    streams = '["placed", "keyed"]'
+    config = writers.check_stream(parse_sink_options({"streams": streams, "region": "us-east-1"}))
+    assert config.auto_streams == {"placed"}
+    rows = pa.record_batch(
+        {"data": [b"a", b"b", b"c", b"d"], "streamName": ["placed", "keyed", "placed", "keyed"]}
+    )
+    writers.write_partition(config, iter([rows]))
+    assert [r.get("PartitionKey") for r in sent["placed"]] == [None, None]
+    assert all(len(r["PartitionKey"]) == 32 for r in sent["keyed"])
+    keyed = pa.record_batch({"data": [b"e"], "partitionKey": ["k1"], "streamName": ["placed"]})
+    writers.write_partition(config, iter([keyed]))
+    assert sent["placed"][-1]["PartitionKey"] == "k1"
+    with pytest.raises(OptionError, match=r"'aggregate'.*AUTO"):
+        writers.check_stream(
+            parse_sink_options({"streams": streams, "region": "us-east-1", "aggregate": "true"})
+        )

@@ -117,16 +117,23 @@ class KinesisProxy:
 
     def max_record_bytes(self) -> int:
         """The largest record (payload and partition key) the stream takes: MaxRecordSizeInKiB, which
-        streams raise from 1 MiB up to 10 MiB; 1 MiB when the server (or an older botocore) does not say."""
-        kib = self.summary().get("MaxRecordSizeInKiB")
-        return int(kib) * 1024 if kib else 1024 * 1024
+        streams raise from 1 MiB up to 10 MiB; 1 MiB when the server (or an older botocore) does not say.
+        The sink asks this at query start, so a stream still CREATING is waited for here too."""
+        return record_bytes(self.ready_summary())
 
-    def identity(self) -> StreamIdentity:
-        """The stream's ARN, creation time and retention (None where the server does not say), or a
-        clear error (`StreamNotFoundError` when it does not exist). A stream still CREATING is waited
-        for, a bounded time (`CREATING_WAIT_S`): a pipeline that creates its stream and starts its query
-        at once should not fail on ListShards' ResourceInUse; UPDATING streams are read and written as
-        ACTIVE ones are."""
+    def write_facts(self) -> tuple[int, bool]:
+        """What the sink learns at query start, from one DescribeStreamSummary: the largest record, and
+        whether the service places records itself (RecordDistributionStrategy AUTO, on-demand streams:
+        partition keys are ignored and may be left out)."""
+        summary = self.ready_summary()
+        return record_bytes(summary), summary.get("RecordDistributionStrategy") == "AUTO"
+
+    def ready_summary(self) -> dict[str, Any]:
+        """The stream's summary once it can be read and written, or a clear error. A stream still
+        CREATING is waited for, a bounded time (`CREATING_WAIT_S`): a pipeline that creates its stream
+        and starts its query at once should not fail on ListShards' or PutRecords' ResourceInUse /
+        ResourceNotFound; a stream being deleted is an error; UPDATING streams (a reshard, a mode
+        change, a retention change) are read and written as ACTIVE ones are."""
         summary = self.summary()
         deadline = time.monotonic() + CREATING_WAIT_S
         while summary.get("StreamStatus") == "CREATING":
@@ -141,6 +148,12 @@ class KinesisProxy:
             raise StreamNotFoundError(
                 f"Kinesis stream '{self.name}' is being deleted: check streamName (and region), or create it again"
             )
+        return summary
+
+    def identity(self) -> StreamIdentity:
+        """The stream's ARN, creation time and retention (None where the server does not say), or a
+        clear error (`StreamNotFoundError` when it does not exist; see `ready_summary`)."""
+        summary = self.ready_summary()
         arn = summary.get("StreamARN")
         if not arn:  # a server that does not report it: an identity that is unique in practice
             arn = f"arn:aws:kinesis:{self.settings.region}:unknown:stream/{self.name}"
@@ -294,6 +307,27 @@ def sink_target(settings: AwsSettings, stream: str) -> StreamSpec:
     if parts is None:
         return StreamSpec(stream, settings)
     return StreamSpec(parts[2], replace(settings, region=parts[0]), arn=stream, by_arn=True)
+
+
+def record_bytes(summary: dict[str, Any]) -> int:
+    kib = summary.get("MaxRecordSizeInKiB")
+    return int(kib) * 1024 if kib else 1024 * 1024
+
+
+def partition_key_optional() -> bool:
+    """Whether this botocore lets a PutRecords entry leave out its PartitionKey (newer ones do, for
+    streams with AUTO record distribution; older ones refuse the call before sending it)."""
+    return _PARTITION_KEY_OPTIONAL[0]
+
+
+def _partition_key_is_optional() -> bool:
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("kinesis")
+    return "PartitionKey" not in model.shape_for("PutRecordsRequestEntry").required_members
+
+
+_PARTITION_KEY_OPTIONAL = [_partition_key_is_optional()]
 
 
 def put_records(settings: AwsSettings, stream: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -117,6 +117,9 @@ class SinkConfig:
     targets: tuple[StreamSpec, ...] = field(default=(), repr=False)
     # Each named stream's largest record (MaxRecordSizeInKiB), learned at query start.
     record_limits: dict[str, int] = field(default_factory=dict)
+    # The named streams whose records the service places itself (AUTO record distribution): rows
+    # without a partition key go there without one. Learned at query start.
+    auto_streams: frozenset[str] = frozenset()
     # valueFormat=glue: the schema version rows are encoded with, looked up at query start
     # (`reader_definition` and `version_id` then hold the version's definition and id).
     value: ValueFormat = field(default_factory=ValueFormat)

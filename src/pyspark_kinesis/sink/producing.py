@@ -52,14 +52,18 @@ class Entry:
 
     @property
     def order_key(self) -> str:
-        return self.key if self.order is None else self.order
+        if self.order is not None:
+            return self.order
+        return self.key or f"\0row {self.row}"  # (no key, AUTO distribution: no order to keep)
 
     @property
     def size(self) -> int:
         return len(self.data) + len(self.key.encode())
 
     def request(self) -> dict:
-        item = {"Data": self.data, "PartitionKey": self.key}
+        item: dict = {"Data": self.data}
+        if self.key:  # (left out only on streams with AUTO record distribution)
+            item["PartitionKey"] = self.key
         if self.hash_key is not None:
             item["ExplicitHashKey"] = self.hash_key
         return item
@@ -75,13 +79,20 @@ def _hash_key_ok(text: str) -> bool:
 
 
 def invalid_reason(
-    data: bytes | None, key: str | None, hash_key: str | None, max_record_bytes: int = MAX_RECORD_BYTES
+    data: bytes | None,
+    key: str | None,
+    hash_key: str | None,
+    max_record_bytes: int = MAX_RECORD_BYTES,
+    keyless: bool = False,
 ) -> str | None:
     """Why Kinesis would refuse this record, or None. `max_record_bytes`: the stream's own limit
-    (MaxRecordSizeInKiB: 1 MiB unless the stream was raised to up to 10 MiB)."""
+    (MaxRecordSizeInKiB: 1 MiB unless the stream was raised to up to 10 MiB); `keyless`: the stream
+    places records itself (AUTO record distribution), where a record may have no partition key."""
     if data is None:
         return "data is null"
-    if not key:
+    if key is None and keyless:
+        key = ""
+    if key is None or (not key and not keyless):
         return "partitionKey is empty"
     if len(key) > MAX_KEY_CHARS:
         return f"partitionKey has {len(key)} characters (at most {MAX_KEY_CHARS})"

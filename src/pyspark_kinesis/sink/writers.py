@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from .. import spark_api
-from ..aws.kinesis import KinesisProxy, sink_target
+from ..aws.kinesis import KinesisProxy, partition_key_optional, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
 from ..values.glue_encode import ValueDoesNotFit
@@ -93,8 +93,19 @@ def check_stream(config: SinkConfig) -> SinkConfig:
     named = [(t.arn if t.by_arn and t.arn else t.name, t) for t in config.targets]
     if config.stream_name and not config.targets:
         named = [(config.stream_name, sink_target(config.aws, config.stream_name))]
-    limits = {key: KinesisProxy(spec, agent="sink", max_attempts=2).max_record_bytes() for key, spec in named}
-    return replace(config, record_limits=limits)
+    facts = {key: KinesisProxy(spec, agent="sink", max_attempts=2).write_facts() for key, spec in named}
+    auto = frozenset(key for key, (_limit, placed) in facts.items() if placed)
+    if auto and config.aggregate:
+        raise OptionError(
+            "aggregate",
+            f"cannot pack rows for {', '.join(sorted(auto))}: its record distribution is AUTO, so the service "
+            "places each record itself and an aggregate would land in shards that do not hold its rows' hash "
+            "keys (KCL readers drop those rows)",
+            "Set aggregate=false for streams with AUTO record distribution.",
+        )
+    return replace(
+        config, record_limits={key: limit for key, (limit, _p) in facts.items()}, auto_streams=auto
+    )
 
 
 def prepare(schema: StructType, config: SinkConfig) -> SinkConfig:
@@ -162,10 +173,11 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                             f"Row {row} of partition {partition}: its value does not fit schema version "
                             f"{encoder.version_id} ({exc}). Fix the row's value to the schema."
                         ) from None
-                # No partitionKey column: a random key per record spreads records evenly over the shards.
-                key = keys[i] if keys is not None else uuid.uuid4().hex
+                key = keys[i] if keys is not None else None
                 hash_key = hashes[i] if hashes is not None else None
                 stream = (streams[i] if streams is not None else None) or config.stream_name
+                if key is None and (keys is None or stream in config.auto_streams):
+                    key = _no_key(config, stream)
                 reason = "streamName is null and no streamName option is set" if stream is None else None
                 if stream is not None and stream.startswith("arn:") and arn_parts(stream) is None:
                     reason = f"streamName '{stream}' is not a Kinesis stream ARN"
@@ -182,7 +194,9 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                     limit = MAX_RECORD_BYTES
                     if stream and payload is not None and key and len(payload) + len(key.encode()) > limit:
                         limit = record_limit(config, stream)
-                    reason = invalid_reason(payload, key, hash_key, limit)
+                    reason = invalid_reason(
+                        payload, key, hash_key, limit, keyless=stream in config.auto_streams
+                    )
                 if reason is not None:
                     if not config.skip_invalid:
                         raise SinkWriteError(
@@ -192,7 +206,7 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
                     skipped[reason.split(" (")[0]] += 1
                 else:
                     assert stream is not None  # (no reason: the row names its stream)
-                    sink.add(Entry(stream, payload, key, hash_key, row))
+                    sink.add(Entry(stream, payload, key or "", hash_key, row))
                 row += 1
         sink.flush()
     finally:
@@ -206,6 +220,15 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
         )
     stats = producer.stats
     return KinesisCommitMessage(stats.records, stats.bytes, stats.calls, stats.retried, dict(skipped))
+
+
+def _no_key(config: SinkConfig, stream: str | None) -> str:
+    """The key of a row without one: none at all on a stream with AUTO record distribution (the
+    service places records there and ignores keys; where botocore allows leaving it out), else a random
+    one, which spreads records evenly over the shards (no per-key order: there is no key)."""
+    if stream in config.auto_streams and partition_key_optional():
+        return ""
+    return uuid.uuid4().hex
 
 
 def _router(config: SinkConfig, stream: str, every: bool = False) -> ShardRouter:
