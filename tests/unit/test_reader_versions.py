@@ -152,3 +152,15 @@ def test_no_backlog_word_under_drain_in_one_batch(caplog):
     assert run.partitions(first, first) == []
     run.latestOffset()
     assert not [r for r in caplog.records if "drainInOneBatch=true" in r.getMessage()]
+
+
+def test_the_detected_api_matches_the_installed_pyspark():
+    """The feature detection is pinned to the version: a detection that broke (an import renamed) must
+    not silently move the connector onto the 4.0/4.1 paths, where it runs, only worse."""
+    import pyspark
+
+    from pyspark_kinesis import spark_api
+
+    major, minor = (int(part) for part in pyspark.__version__.split(".")[:2])
+    assert spark_api.ADMISSION_CONTROL == ((major, minor) >= (4, 2)), pyspark.__version__
+    assert spark_api.ARROW_STREAM_WRITER == ((major, minor) >= (4, 1)), pyspark.__version__
