@@ -287,3 +287,38 @@ def test_concurrent_puts_during_reshards_keep_key_order(spark, kinesalite, tmp_p
         stop.set()
         query.stop()
     check(sink.rows, expected)
+
+
+@pytest.mark.slow
+def test_an_on_demand_stream_switched_to_provisioned_and_resharded_reads_exactly_once(
+    spark, kinesis_local, tmp_path
+):
+    """An on-demand stream (the service picks its shards: 4 here), read, then switched to provisioned
+    capacity with UpdateStreamMode (it goes through UPDATING, readable as ever), resharded down to 2
+    and up to 3 with UpdateShardCount while the query is down, and read on: every record once, per-key
+    order kept."""
+    kin = client(kinesis_local.endpoint)
+    stream = f"on-demand-{tmp_path.name[-12:]}".replace("_", "-")
+    kin.create_stream(StreamName=stream, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+    wait_active(kin, stream)
+    arn = kin.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    meta, cp = str(tmp_path / "meta"), str(tmp_path / "cp")
+    sink = Collector()
+
+    def run() -> None:
+        df = reader(spark, kinesis_local.endpoint, stream, meta, startingPosition="TRIM_HORIZON")
+        run_available_now(spark, df, cp, sink)
+
+    expected = put(kin, stream, 0, 80, keys=16)
+    run()
+    kin.update_stream_mode(StreamARN=arn, StreamModeDetails={"StreamMode": "PROVISIONED"})
+    wait_active(kin, stream)
+    expected += put(kin, stream, 80, 40, keys=16)
+    for target in (2, 3):
+        kin.update_shard_count(StreamName=stream, TargetShardCount=target, ScalingType="UNIFORM_SCALING")
+        wait_active(kin, stream)
+        expected += put(kin, stream, 120 + 40 * target, 40, keys=16)
+    run()
+    mode = kin.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamModeDetails"]
+    assert mode["StreamMode"] == "PROVISIONED" and len(open_shards(kin, stream)) == 3
+    check(sink.rows, expected)
