@@ -186,3 +186,41 @@ def test_bad_efo_options_fail_at_load(spark, kinesis_local, tmp_path):
         with pytest.raises(PySparkException) as info:
             reader(spark, kinesis_local.endpoint, stream, meta, **options).schema  # noqa: B018
         assert option in str(info.value) and text in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cut", ["end", "reset"])
+def test_subscriptions_that_end_or_break_mid_event_under_running_reads_lose_and_repeat_nothing(
+    spark, kinesis_local, tmp_path, cut
+):
+    """Kinesis ends every subscription after 5 minutes, and a connection can break in the middle of an
+    event. Here every subscription ends after 3 events, cleanly (`end`) or with a TCP reset halfway
+    through the 4th (`reset`), while a query reads and records keep coming: every record once, per-key
+    order kept, and the service's subscribe rules kept through all the re-subscriptions."""
+    kinesis = client(kinesis_local.endpoint)
+    stream = new_stream(kinesis, 2)
+    collector = Collector()
+    expected: list[str] = []
+    with FaultProxy(kinesis_local.endpoint) as proxy:
+        proxy.subscription_cut = (cut, 3)
+        query = start_running(
+            _efo(spark, proxy, stream, str(tmp_path / "meta")), str(tmp_path / "cp"), collector
+        )
+        try:
+            wait_for(lambda: proxy.subscriptions, 120, "the first subscriptions", query)
+            for round_ in range(15):
+                expected += put(kinesis, stream, round_ * 20, 20, keys=6)
+                time.sleep(1.0)
+            wait_for(lambda: len(collector.rows) >= len(expected), 180, "every record", query)
+            time.sleep(2.0)  # (a duplicate would come after the last expected record)
+        finally:
+            query.stop()
+    note = "subscription reset" if cut == "reset" else "subscription ended"
+    assert proxy.injected.get(note, 0) >= 3, f"subscriptions cut: {proxy.injected}"
+    assert_exactly_once(collector.rows, expected)
+    assert_key_order(collector.rows)
+    by_shard: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+    for at, _pid, consumer, shard, outcome in proxy.subscriptions:
+        by_shard[(consumer, shard)].append((at, outcome))
+    for calls in by_shard.values():
+        assert_subscribe_rules(calls)

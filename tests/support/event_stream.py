@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import binascii
 import http.client
+import socket
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -64,22 +65,36 @@ def first_message(data: bytes) -> tuple[str, str] | None:
     return None
 
 
+class Cut(Exception):
+    """The relay stopped a subscription on purpose (`cut`): `reset` says whether the connection is to
+    be reset (else the body ends cleanly)."""
+
+    def __init__(self, reset: bool) -> None:
+        super().__init__("cut")
+        self.reset = reset
+
+
 def relay(
     response: Any,
     write: Any,
     on_first: Any = None,
     max_chunks: int = 10_000_000,
     rewrite: Callable[[bytes], bytes] | None = None,
+    cut: tuple[str, int] | None = None,
 ) -> int:
     """Forward an event-stream HTTP body from `response` (http.client) to `write` (one HTTP chunk per
     call) as it arrives, with an `initial-response` in front when the server sent none; `on_first`
     gets the first message's (type, event or exception type) (an exception: the subscription was
     refused). With `rewrite`, every `SubscribeToShardEvent` payload is passed through it (the fault
-    proxy drops aged-out records from events). Returns the bytes relayed; ends when the server ends
-    the body or the client went away."""
+    proxy drops aged-out records from events). With `cut` ("end" or "reset", n): after n events the
+    subscription ends cleanly, or the next event is cut in its middle and Cut(reset=True) raised.
+    Returns the bytes relayed; ends when the server ends the body or the client went away."""
     head = b""
     checked = False
     sent = 0
+    events = 0
+    if cut is not None and rewrite is None:
+        rewrite = bytes  # (messages one by one, to count them)
     pending = EventStreamBuffer() if rewrite is not None else None
     for _chunk in range(max_chunks):
         data = response.read1(65536)
@@ -97,7 +112,18 @@ def relay(
                 write(INITIAL_RESPONSE)
         if pending is not None and rewrite is not None:
             pending.add_data(data)
-            data = b"".join(_rewritten(message, rewrite) for message in pending)
+            messages = [_rewritten(message, rewrite) for message in pending]
+            if cut is not None:
+                for message in messages:
+                    if events >= cut[1]:
+                        if cut[0] == "reset":
+                            write(message[: len(message) // 2])
+                        raise Cut(reset=cut[0] == "reset")
+                    write(message)
+                    sent += len(message)
+                    events += b"SubscribeToShardEvent" in message[:200]
+                continue
+            data = b"".join(messages)
             if not data:
                 continue
         write(data)
@@ -133,6 +159,8 @@ def relay_subscription(
     body: bytes,
     on_first: Callable[[tuple[str, str]], None],
     rewrite: Callable[[bytes], bytes],
+    cut: tuple[str, int] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> bool:
     """Forward one SubscribeToShard call from an HTTP handler to the server at `target` and relay its
     answer: a refusal as it came, a stream through `relay`. False when the server could not be reached
@@ -165,8 +193,16 @@ def relay_subscription(
             handler.wfile.flush()
 
         try:
-            relay(response, chunk, on_first, rewrite=rewrite)
+            relay(response, chunk, on_first, rewrite=rewrite, cut=cut)
             handler.wfile.write(b"0\r\n\r\n")
+        except Cut as stopped:
+            if note is not None:
+                note("subscription reset" if stopped.reset else "subscription ended")
+            if stopped.reset:  # RST instead of FIN: SO_LINGER with a zero timeout, then close
+                handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                handler.connection.close()
+            else:
+                handler.wfile.write(b"0\r\n\r\n")
         except (OSError, ValueError, http.client.HTTPException):
             pass  # the client closed the subscription (close ours upstream too), or the server ended it
         handler.close_connection = True

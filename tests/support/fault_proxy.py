@@ -120,6 +120,10 @@ class FaultProxy:
         self.fail_next: dict[tuple[str, str], int] = {}  # (agent, operation) -> calls still to refuse
         self.max_limit: int | None = None  # GetRecords Limit is capped to this
         self.strip_partition_keys = False
+        # Every subscription ended by the proxy after this many events: ("end", n) cleanly, as Kinesis
+        # ends each subscription after 5 minutes, or ("reset", n) in the middle of the next event, as
+        # a broken connection does (the client sees a TCP reset).
+        self.subscription_cut: tuple[str, int] | None = None
         self._shard_of: dict[str, str] = {}  # shard iterator -> shard id
         self.gone: set[str] = set()  # shard ids whose iterators and reads answer ResourceNotFound (expired)
         proxy = self
@@ -298,6 +302,8 @@ class FaultProxy:
             body,
             first,
             lambda payload: self.aged.event(shard, payload),
+            self.subscription_cut,
+            self.note,
         )
         if not reached:  # the server is down (being restarted): 503, counted, as for other calls
             self.note_down()

@@ -319,3 +319,27 @@ def test_relay_sessions_use_tcp_keepalive():
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         if hasattr(socket, "TCP_KEEPIDLE"):
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == relay.KEEPALIVE["TCP_KEEPIDLE"]
+
+
+def test_a_subscription_continued_from_a_holder_that_ends_is_opened_again_where_the_read_runs(
+    service, monkeypatch
+):
+    """Kinesis ends every subscription after 5 minutes. A read on B that continued A's subscription
+    through the relay, when it ends, subscribes anew through B's own agent: the relay link only
+    continues what A kept (asking it for a new subscription was refused, and failed the task)."""
+    a_path, b_path = start_agent(service), start_agent(service)
+    where = kept_on(a_path, service)
+    monkeypatch.setattr(link_module, "socket_path", lambda owner: b_path)  # this worker is on B
+    pages = FanOutPages(replace(context(FakeProxy(), seconds=2.0), holder=where, relay_key=KEY))
+    assert pages.open(Position.after("2"), verify=False, reuse=True) is False  # A's, continued
+    service.streams[-1].events.put(event([3]))
+    assert pages.next_page(100).records.seqs.to_pylist() == ["3"]
+    pages.open(Position.after("3"), verify=False, reuse=False)  # (after the service ended A's)
+    assert len(service.calls) == 2 and service.calls[-1][1]["StartingPosition"] == {
+        "Type": "AFTER_SEQUENCE_NUMBER",
+        "SequenceNumber": "3",
+    }
+    service.streams[-1].events.put(event([4]))
+    assert pages.next_page(100).records.seqs.to_pylist() == ["4"]
+    assert pages.keep(Position.after("4")) != where  # B holds the new one
+    pages.close()

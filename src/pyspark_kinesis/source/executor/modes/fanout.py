@@ -81,6 +81,7 @@ class FanOutPages:
             raise RuntimeError(f"{spec.describe()} has no consumer: the query start registers one")
         self.context, self.spec, self.consumer = context, spec, spec.consumer_arn
         self.link: AgentLink | None = None
+        self.link_is_remote = False  # `link` goes to another agent (see `_from_holder`)
         self.subscribed = False
         self.position: Position | None = None  # after the last record handed out (a closed shard's check)
         self.read_started, self.read_wall = time.monotonic(), time.time()
@@ -95,10 +96,12 @@ class FanOutPages:
             self.subscribed, self.position, self.idle = True, position, 0
             return False
         try:
-            if self.link is None or self.link.broken:
+            # A link to another agent (the holder of the shard's last subscription) only continues what
+            # that agent kept: a new subscription (that one ended, or broke) is this executor's agent's.
+            if self.link is None or self.link.broken or self.link_is_remote:
                 if self.link is not None:
                     self.link.close()
-                self.link = AgentLink()
+                self.link, self.link_is_remote = AgentLink(), False
             want = Want(
                 self.spec,
                 self.consumer,
@@ -130,7 +133,7 @@ class FanOutPages:
             return False
         if self.link is not None:
             self.link.close()
-        self.link = link
+        self.link, self.link_is_remote = link, True
         return True
 
     def open_oldest(self) -> bool:
