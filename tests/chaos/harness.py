@@ -421,6 +421,7 @@ class ChaosRun:
                 delay=plan.delay,
                 subscribe_faults=plan.subscribe_faults,
             ) as proxy:
+                proxy.subscription_cut = plan.subscription_cut
                 cfg = self._config(proxy)
                 producer.start()
                 self._ensure_driver(cfg)

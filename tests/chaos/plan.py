@@ -41,6 +41,9 @@ class Plan:
     partial: bool = False  # a foreachBatch that uses none of some batches and partition 0 of others
     consumer: str = "polling"  # or "efo": enhanced fan-out (kinesis-local runs only)
     subscribe_faults: dict[str, float] = field(default_factory=dict)
+    # Enhanced fan-out runs: every subscription ended by the proxy after n events, ("end", n) cleanly as
+    # Kinesis does every 5 minutes, or ("reset", n) with a TCP reset in the middle of an event.
+    subscription_cut: tuple[str, int] | None = None
     # Spark's asynchronous progress tracking with this checkpoint interval (None: off); such a run writes
     # through a foreach sink (Spark refuses foreachBatch there) and drains with a processingTime run.
     async_ms: int | None = None
@@ -109,6 +112,8 @@ class Plan:
             }
             if efo
             else {},
+            # (its own generator: the other draws, and so every other run's schedule, stay as they were)
+            subscription_cut=_subscription_cut(random.Random(seed * 7919 + index)) if efo else None,
         )
         return plan if short or index % 8 not in (0, 3) else plan.in_production(rng)
 
@@ -168,3 +173,7 @@ class Result:
             or self.missed
             or self.error
         )
+
+
+def _subscription_cut(rng: random.Random) -> tuple[str, int]:
+    return rng.choice(["end", "reset"]), rng.randint(5, 20)

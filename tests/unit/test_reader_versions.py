@@ -162,5 +162,5 @@ def test_the_detected_api_matches_the_installed_pyspark():
     from pyspark_kinesis import spark_api
 
     major, minor = (int(part) for part in pyspark.__version__.split(".")[:2])
-    assert spark_api.ADMISSION_CONTROL == ((major, minor) >= (4, 2)), pyspark.__version__
-    assert spark_api.ARROW_STREAM_WRITER == ((major, minor) >= (4, 1)), pyspark.__version__
+    assert ((major, minor) >= (4, 2)) == spark_api.ADMISSION_CONTROL, pyspark.__version__
+    assert ((major, minor) >= (4, 1)) == spark_api.ARROW_STREAM_WRITER, pyspark.__version__
