@@ -420,6 +420,7 @@ class ChaosRun:
                 call_faults=plan.call_faults,
                 delay=plan.delay,
                 subscribe_faults=plan.subscribe_faults,
+                strict=True,
             ) as proxy:
                 proxy.subscription_cut = plan.subscription_cut
                 cfg = self._config(proxy)
@@ -459,6 +460,8 @@ class ChaosRun:
                     self._drain_async(cfg, kin)
                 for kind, count in proxy.injected.items():
                     self.result.faults[f"proxy {kind}"] += count
+                if proxy.rules is not None:
+                    self.result.violations.update(proxy.rules.violations)
             self._check(producer.acknowledged, kin)
         except Exception as exc:  # reported in the table: a run that cannot finish is a failed run
             self.result.error = f"{exc.__class__.__name__}: {exc}"[:300]

@@ -155,6 +155,9 @@ class Result:
     unplanned_exits: int = 0  # driver processes that ended by themselves with an error
     hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit
     missed: list[str] = field(default_factory=list)  # scheduled faults that found no state to hit
+    # The service's quotas and rules the connector broke, by rule (the proxy's strict mode: throttles
+    # and refusals Kinesis would have answered; reported, not part of the verdict)
+    violations: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     error: str = ""
 

@@ -90,8 +90,8 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "| run | server | master | shape | spec | seconds | "
         + " | ".join(kinds)
         + " | faults | put | read | "
-        "lost | duplicated | order | lineage | server lost | aged out | driver exits | missed | result |",
-        "|" + "---|" * (len(kinds) + 19),
+        "lost | duplicated | order | lineage | server lost | aged out | driver exits | missed | quota violations | result |",
+        "|" + "---|" * (len(kinds) + 20),
     ]
     for r in results:
         p = r.plan
@@ -103,8 +103,12 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
             f"{r.order_violations} | {r.lineage_violations} | {r.server_lost} | "
             f"{r.aged_out} ({r.loss_warnings} reported"
             f"{'; shards not reported: ' + ', '.join(r.unreported) if r.unreported else ''}) | {r.unplanned_exits} | "
-            f"{len(r.missed)} | {'ok' if r.ok else 'FAILED ' + (r.error or ', '.join(r.missed)).replace('|', '/')} |"
+            f"{len(r.missed)} | {sum(r.violations.values())} | {'ok' if r.ok else 'FAILED ' + (r.error or ', '.join(r.missed)).replace('|', '/')} |"
         )
+    lines += ["", "## Quota violations (strict mode)", ""]
+    for r in results:
+        broken = ", ".join(f"{rule}: {n}" for rule, n in sorted(r.violations.items())) or "none"
+        lines.append(f"- run {r.plan.index}: {broken}")
     lines += ["", "## What each scheduled fault hit", ""]
     for r in results:
         lines.append(f"- run {r.plan.index}: " + "; ".join(r.hits + [f"MISSED {m}" for m in r.missed]))

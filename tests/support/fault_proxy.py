@@ -95,10 +95,16 @@ class FaultProxy:
         call_faults: dict[str, float] | None = None,
         delay: tuple[float, float] = (0.0, 0.0),
         subscribe_faults: dict[str, float] | None = None,
+        strict: bool = False,
+        time_scale: float = 1.0,
     ) -> None:
         """`read_faults` / `call_faults`: fault kind -> rate, for GetRecords / CALL_FAULT_OPERATIONS;
         `delay`: (rate, longest delay in seconds) of responses held back before they are sent;
-        `subscribe_faults`: fault kind ("in_use", "limit", "internal") -> rate, for SubscribeToShard."""
+        `subscribe_faults`: fault kind ("in_use", "limit", "internal") -> rate, for SubscribeToShard;
+        `strict`: the service's quotas and rules enforced and their violations counted (`service_rules`;
+        `time_scale` speeds up its clock, for iterator expiry)."""
+        from tests.support.service_rules import ServiceRules
+
         parsed = urlparse(target)
         self.target_host, self.target_port = parsed.hostname, parsed.port
         self.reject_fraction = reject_fraction
@@ -124,6 +130,7 @@ class FaultProxy:
         # ends each subscription after 5 minutes, or ("reset", n) in the middle of the next event, as
         # a broken connection does (the client sees a TCP reset).
         self.subscription_cut: tuple[str, int] | None = None
+        self.rules = ServiceRules(time_scale=time_scale) if strict else None
         self._shard_of: dict[str, str] = {}  # shard iterator -> shard id
         self.gone: set[str] = set()  # shard ids whose iterators and reads answer ResourceNotFound (expired)
         proxy = self
@@ -143,6 +150,12 @@ class FaultProxy:
                 refused = proxy.aged.refusal(operation, body)
                 if refused is not None:
                     send_json(self, 400, refused)
+                    return
+                refused = proxy.strict_refusal(operation, body)
+                if refused is not None:
+                    send_json(
+                        self, refused[0], json.dumps({"__type": refused[1], "message": refused[2]}).encode()
+                    )
                     return
                 if operation == "SubscribeToShard":
                     proxy.subscribe(self, body)
@@ -311,6 +324,24 @@ class FaultProxy:
                 self.subscriptions[entry] = (*self.subscriptions[entry][:4], "server-down")
             send_json(handler, 503, SERVER_DOWN)
 
+    def strict_refusal(self, operation: str, body: bytes) -> tuple[int, str, str] | None:
+        """In strict mode, how Kinesis would refuse this call (see `service_rules`), or None."""
+        if self.rules is None:
+            return None
+        request = json.loads(body or b"{}")
+        if operation == "SubscribeToShard":
+            return self.rules.subscribe_refusal(request.get("ConsumerARN", ""), request.get("ShardId", ""))
+        if operation == "GetRecords":
+            with self.lock:
+                scope = self._shard_of.get(request.get("ShardIterator", ""), "")
+        elif operation == "GetShardIterator":
+            scope = request.get("ShardId", "")
+        elif operation == "ListShards":
+            scope = request.get("StreamARN") or request.get("StreamName") or "(by NextToken)"
+        else:
+            scope = ""
+        return self.rules.refusal(operation, scope, request)
+
     def trim(self, shard: str, below_seq: str) -> None:
         """From now on, records of `shard` below sequence number `below_seq` are gone (aged out)."""
         self.aged.trim(shard, below_seq)
@@ -337,6 +368,16 @@ class FaultProxy:
         if status != 200:
             return status, response_headers, payload
         answer = json.loads(payload)
+        if self.rules is not None:
+            read_shard = request.get("ShardId", "")
+            if operation == "GetRecords":
+                with self.lock:
+                    read_shard = self._shard_of.get(request.get("ShardIterator", ""), "")
+            size = sum(
+                len(r.get("Data", "")) * 3 // 4 + len(r.get("PartitionKey", ""))
+                for r in answer.get("Records", [])
+            )
+            self.rules.served(operation, read_shard, answer, size)
         with self.lock:
             if len(self._shard_of) > 100_000:
                 self._shard_of.clear()

@@ -1,0 +1,76 @@
+"""The strict test mode's books (tests/support/service_rules.py): each rule refuses exactly the call
+that breaks it, as Kinesis answers, and counts it."""
+
+from __future__ import annotations
+
+from tests.support.service_rules import ServiceRules
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_five_get_records_per_second_per_shard_then_throttled():
+    clock = Clock()
+    rules = ServiceRules(clock)
+    for _call in range(5):
+        assert rules.refusal("GetRecords", "shard-1", {}) is None
+        clock.now += 0.01
+    refused = rules.refusal("GetRecords", "shard-1", {})
+    assert refused is not None and refused[1] == "ProvisionedThroughputExceededException"
+    assert rules.refusal("GetRecords", "shard-2", {}) is None  # per shard
+    clock.now += 1.0
+    assert rules.refusal("GetRecords", "shard-1", {}) is None
+    assert rules.violations == {"GetRecords over 5/s per shard": 1}
+
+
+def test_two_mib_per_second_per_shard_over_five_seconds():
+    clock = Clock()
+    rules = ServiceRules(clock)
+    assert rules.refusal("GetRecords", "s", {}) is None
+    rules.served("GetRecords", "s", {}, 10 * 1024 * 1024 + 1)  # one big page is served...
+    clock.now += 1.0
+    assert rules.refusal("GetRecords", "s", {})[1] == "ProvisionedThroughputExceededException"  # ...then none
+    clock.now += 4.1
+    assert rules.refusal("GetRecords", "s", {}) is None
+
+
+def test_a_page_over_ten_thousand_records_and_an_expired_iterator_are_refused():
+    clock = Clock()
+    rules = ServiceRules(clock, time_scale=60)  # an iterator lives 5 s here
+    assert rules.refusal("GetRecords", "s", {"Limit": 10_001})[1] == "ValidationException"
+    rules.served("GetShardIterator", "s", {"ShardIterator": "it-1"}, 0)
+    clock.now += 4.0
+    assert rules.refusal("GetRecords", "s", {"ShardIterator": "it-1"}) is None
+    rules.served("GetRecords", "s", {"NextShardIterator": "it-2"}, 0)
+    clock.now += 2.0
+    assert rules.refusal("GetRecords", "s", {"ShardIterator": "it-1"})[1] == "ExpiredIteratorException"
+    assert rules.refusal("GetRecords", "s", {"ShardIterator": "it-2"}) is None  # (a next iterator lives anew)
+
+
+def test_control_plane_rates_per_stream_and_per_account():
+    clock = Clock()
+    rules = ServiceRules(clock)
+    assert all(rules.refusal("DescribeStreamSummary", "", {}) is None for _n in range(20))
+    assert rules.refusal("DescribeStreamSummary", "", {})[1] == "LimitExceededException"
+    assert all(rules.refusal("ListShards", "orders", {}) is None for _n in range(100))
+    assert rules.refusal("ListShards", "orders", {})[1] == "LimitExceededException"
+    assert rules.refusal("ListShards", "clicks", {}) is None
+
+
+def test_subscribe_rules_once_a_second_and_five_seconds_after_a_success():
+    clock = Clock()
+    rules = ServiceRules(clock)
+    assert rules.subscribe_refusal("c", "s") is None
+    clock.now += 0.5
+    assert rules.subscribe_refusal("c", "s")[1] == "LimitExceededException"
+    clock.now += 1.5
+    assert rules.subscribe_refusal("c", "s")[1] == "ResourceInUseException"
+    assert rules.subscribe_refusal("c", "other") is None
+    clock.now += 3.5
+    assert rules.subscribe_refusal("c", "s") is None
+    assert sum(rules.violations.values()) == 2
