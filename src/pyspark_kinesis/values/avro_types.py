@@ -8,14 +8,24 @@ a field the reader does not have is skipped, an int widens to a long... So a str
 compatible versions comes out in one shape, and a record no rule maps is an error naming its version,
 never a silently wrong row.
 
-Only types Spark has a column for are mapped; the rest (a union of several non-null types, a
-recursive record) is an error at `.load()` naming the field.
+Every logical type the Avro specification defines is mapped to a Spark type that holds its values
+exactly (docs/options.md has the table): `uuid` as a string; `date`; `time-millis` and `time-micros`
+as a day-time interval since midnight; `timestamp-*` as timestamps, `local-timestamp-*` as
+timestamps without a time zone, and their `-nanos` forms as the count of nanoseconds (a long: Spark's
+timestamps hold microseconds); `decimal` (bytes or fixed) as a decimal of its precision and scale
+(at most 38 digits, Spark's limit); `duration` as a struct of its months, days and milliseconds.
+What has no Spark column (a union of several non-null types, a recursive record, a decimal of more
+than 38 digits, `big-decimal`, whose scale each value carries) is an error at `.load()` naming the
+field.
 """
 
 from __future__ import annotations
 
+import datetime
 import io
-from collections.abc import Sequence
+import struct
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -25,6 +35,7 @@ from pyspark.sql.types import (
     BooleanType,
     DataType,
     DateType,
+    DayTimeIntervalType,
     DecimalType,
     DoubleType,
     FloatType,
@@ -93,13 +104,24 @@ _PRIMITIVES: dict[str, DataType] = {
     "bytes": BinaryType(),
     "string": StringType(),
 }
+_DURATION = StructType(
+    [StructField(name, LongType()) for name in ("months", "days", "milliseconds")]
+)  # (each an unsigned 32-bit count: a long holds it)
 _LOGICAL: dict[tuple[str, str], DataType] = {
     ("int", "date"): DateType(),
     ("long", "timestamp-millis"): TimestampType(),
     ("long", "timestamp-micros"): TimestampType(),
+    ("long", "timestamp-nanos"): LongType(),
     ("long", "local-timestamp-millis"): TimestampNTZType(),
     ("long", "local-timestamp-micros"): TimestampNTZType(),
+    ("long", "local-timestamp-nanos"): LongType(),
+    ("string", "uuid"): StringType(),
+    ("fixed", "uuid"): StringType(),
+    ("int", "time-millis"): DayTimeIntervalType(),
+    ("long", "time-micros"): DayTimeIntervalType(),
+    ("fixed", "duration"): _DURATION,
 }
+MAX_DECIMAL_DIGITS = 38  # Spark's DecimalType
 
 
 def spark_type(schema: Any, where: str = "value", depth: int = 0) -> DataType:
@@ -119,7 +141,15 @@ def spark_type(schema: Any, where: str = "value", depth: int = 0) -> DataType:
     if (kind, logical) in _LOGICAL:
         return _LOGICAL[(kind, logical)]
     if logical == "decimal" and kind in ("bytes", "fixed"):
-        return DecimalType(int(schema["precision"]), int(schema.get("scale", 0)))
+        precision, scale = int(schema["precision"]), int(schema.get("scale", 0))
+        if precision > MAX_DECIMAL_DIGITS:
+            raise UnsupportedSchema(
+                f"{where}: a decimal of {precision} digits has no Spark type (Spark's decimals hold at most "
+                f"{MAX_DECIMAL_DIGITS})"
+            )
+        return DecimalType(precision, scale)
+    if logical == "big-decimal":
+        raise UnsupportedSchema(f"{where}: big-decimal (each value has its own scale) has no Spark type")
     if kind in _PRIMITIVES:
         return _PRIMITIVES[kind]
     if kind == "enum":
@@ -149,11 +179,89 @@ class AvroValues:
         self.reader = reader
         self.spark = spark_type(reader)
         self.arrow = arrow_type(self.spark)  # exactly what Spark expects of the column (see spark_api)
+        self.convert = converter(reader)  # None: fastavro's values are already what Arrow takes
 
     def decode(self, body: bytes, writer: Any) -> Any:
         """One record; fastavro's resolution errors (a version the reader's schema cannot take) raise."""
-        return fastavro.schemaless_reader(io.BytesIO(body), writer, self.reader)
+        value = fastavro.schemaless_reader(io.BytesIO(body), writer, self.reader)
+        return value if self.convert is None or value is None else self.convert(value)
 
     def column(self, values: Sequence[Any]) -> pa.Array:
         """The decoded records (None where a record has no value) as one Arrow column."""
         return pa.array(values, type=self.arrow)
+
+
+# -- fastavro's values of the logical types as Arrow takes them for their Spark types ------------------
+def _since_midnight(value: Any) -> Any:
+    if isinstance(value, datetime.time):
+        return datetime.timedelta(
+            hours=value.hour, minutes=value.minute, seconds=value.second, microseconds=value.microsecond
+        )
+    return datetime.timedelta(microseconds=int(value))  # (a raw count, as fastavro may hand it)
+
+
+def _uuid_text(value: Any) -> Any:
+    return str(uuid.UUID(bytes=bytes(value))) if isinstance(value, bytes | bytearray) else str(value)
+
+
+def _duration(value: Any) -> dict[str, int]:
+    months, days, millis = struct.unpack("<III", bytes(value))
+    return {"months": months, "days": days, "milliseconds": millis}
+
+
+def _nanos(value: Any) -> int:
+    if isinstance(value, datetime.datetime):  # (a fastavro that decodes -nanos to datetimes)
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=value.tzinfo)
+        delta = value - epoch
+        return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+    return int(value)
+
+
+_CONVERT: dict[tuple[str, str], Callable[[Any], Any]] = {
+    ("string", "uuid"): _uuid_text,
+    ("fixed", "uuid"): _uuid_text,
+    ("int", "time-millis"): _since_midnight,
+    ("long", "time-micros"): _since_midnight,
+    ("fixed", "duration"): _duration,
+    ("long", "timestamp-nanos"): _nanos,
+    ("long", "local-timestamp-nanos"): _nanos,
+}
+
+
+def converter(schema: Any, depth: int = 0) -> Callable[[Any], Any] | None:
+    """A function that turns fastavro's value for `schema` into what Arrow takes for its Spark type, or
+    None where there is nothing to turn (most schemas: no cost per record)."""
+    if depth > 64 or isinstance(schema, str):
+        return None
+    if isinstance(schema, list):
+        inner = [c for c in (converter(b, depth + 1) for b in schema if b != "null") if c is not None]
+        return _nullable(inner[0]) if inner else None
+    kind, logical = schema.get("type"), schema.get("logicalType")
+    if isinstance(kind, dict | list):
+        return converter(kind, depth + 1)
+    if (kind, logical) in _CONVERT:
+        return _nullable(_CONVERT[(kind, logical)])
+    if kind == "array":
+        item = converter(schema["items"], depth + 1)
+        return None if item is None else _nullable(lambda values: [item(v) for v in values])
+    if kind == "map":
+        value = converter(schema["values"], depth + 1)
+        return None if value is None else _nullable(lambda m: {k: value(v) for k, v in m.items()})
+    if kind == "record":
+        fields = [(f["name"], converter(f["type"], depth + 1)) for f in schema["fields"]]
+        todo = [(name, c) for name, c in fields if c is not None]
+        if not todo:
+            return None
+
+        def record(value: dict[str, Any]) -> dict[str, Any]:
+            for name, convert in todo:
+                if name in value:
+                    value[name] = convert(value[name])
+            return value
+
+        return _nullable(record)
+    return None
+
+
+def _nullable(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else convert(value)
