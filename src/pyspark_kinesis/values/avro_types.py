@@ -228,32 +228,64 @@ _CONVERT: dict[tuple[str, str], Callable[[Any], Any]] = {
 }
 
 
-def converter(schema: Any, depth: int = 0) -> Callable[[Any], Any] | None:
-    """A function that turns fastavro's value for `schema` into what Arrow takes for its Spark type, or
-    None where there is nothing to turn (most schemas: no cost per record)."""
+# ...and back, for the sink: a Spark value of those types as fastavro's writer takes it.
+def _time_of_day(value: Any) -> Any:
+    if isinstance(value, datetime.timedelta):
+        micros = value // datetime.timedelta(microseconds=1)
+        return (datetime.datetime(2000, 1, 1) + datetime.timedelta(microseconds=micros)).time()
+    return value
+
+
+def _uuid_bytes(value: Any) -> Any:
+    return uuid.UUID(value).bytes if isinstance(value, str) else value
+
+
+def _duration_bytes(value: Any) -> Any:
+    if isinstance(value, dict):
+        return struct.pack("<III", value["months"], value["days"], value["milliseconds"])
+    return value
+
+
+_UNCONVERT: dict[tuple[str, str], Callable[[Any], Any]] = {
+    ("fixed", "uuid"): _uuid_bytes,
+    ("int", "time-millis"): _time_of_day,
+    ("long", "time-micros"): _time_of_day,
+    ("fixed", "duration"): _duration_bytes,
+}
+
+
+def converter(schema: Any, depth: int = 0, table: dict | None = None) -> Callable[[Any], Any] | None:
+    """A function that turns fastavro's value for `schema` into what Arrow takes for its Spark type (or
+    with `table=_UNCONVERT`, a Spark value into what fastavro's writer takes), or None where there is
+    nothing to turn (most schemas: no cost per record)."""
+    table = _CONVERT if table is None else table
     if depth > 64 or isinstance(schema, str):
         return None
     if isinstance(schema, list):
-        inner = [c for c in (converter(b, depth + 1) for b in schema if b != "null") if c is not None]
+        inner = [c for c in (converter(b, depth + 1, table) for b in schema if b != "null") if c is not None]
         return _nullable(inner[0]) if inner else None
     kind, logical = schema.get("type"), schema.get("logicalType")
     if isinstance(kind, dict | list):
-        return converter(kind, depth + 1)
-    if (kind, logical) in _CONVERT:
-        return _nullable(_CONVERT[(kind, logical)])
+        return converter(kind, depth + 1, table)
+    if (kind, logical) in table:
+        return _nullable(table[(kind, logical)])
     if kind == "array":
-        item = converter(schema["items"], depth + 1)
+        item = converter(schema["items"], depth + 1, table)
         return None if item is None else _nullable(lambda values: [item(v) for v in values])
     if kind == "map":
-        value = converter(schema["values"], depth + 1)
+        value = converter(schema["values"], depth + 1, table)
+        if table is _UNCONVERT:  # Arrow hands a map column's values over as (key, value) pairs
+            turn = value or (lambda v: v)
+            return _nullable(lambda m: {k: turn(v) for k, v in (m.items() if isinstance(m, dict) else m)})
         return None if value is None else _nullable(lambda m: {k: value(v) for k, v in m.items()})
     if kind == "record":
-        fields = [(f["name"], converter(f["type"], depth + 1)) for f in schema["fields"]]
+        fields = [(f["name"], converter(f["type"], depth + 1, table)) for f in schema["fields"]]
         todo = [(name, c) for name, c in fields if c is not None]
         if not todo:
             return None
 
         def record(value: dict[str, Any]) -> dict[str, Any]:
+            value = dict(value)  # (a row's value is not changed in place)
             for name, convert in todo:
                 if name in value:
                     value[name] = convert(value[name])
@@ -265,3 +297,8 @@ def converter(schema: Any, depth: int = 0) -> Callable[[Any], Any] | None:
 
 def _nullable(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else convert(value)
+
+
+def writer_converter(schema: Any) -> Callable[[Any], Any] | None:
+    """For the sink: a Spark value of `schema`'s type as fastavro's writer takes it (None: as it is)."""
+    return converter(schema, 0, _UNCONVERT)

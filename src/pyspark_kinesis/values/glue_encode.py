@@ -38,10 +38,11 @@ class AvroEncoder:
     """Avro binary through fastavro (the glue extra)."""
 
     def __init__(self, definition: str, version_id: str, compress: bool = False) -> None:
-        from .avro_types import parse
+        from .avro_types import parse, writer_converter
 
         self.schema = parse(definition)
         self.version_id, self.compress = version_id, compress
+        self.prepare = writer_converter(self.schema)  # (logical types: Spark's values as fastavro's)
 
     @property
     def field_names(self) -> list[str]:
@@ -52,7 +53,9 @@ class AvroEncoder:
 
         body = io.BytesIO()
         try:
-            fastavro.schemaless_writer(body, self.schema, value)
+            fastavro.schemaless_writer(
+                body, self.schema, value if self.prepare is None else self.prepare(value)
+            )
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             raise ValueDoesNotFit(f"{type(exc).__name__}: {exc}") from None
         return frame(self.version_id, body.getvalue(), self.compress)
