@@ -343,3 +343,28 @@ def test_a_subscription_continued_from_a_holder_that_ends_is_opened_again_where_
     assert pages.next_page(100).records.seqs.to_pylist() == ["4"]
     assert pages.keep(Position.after("4")) != where  # B holds the new one
     pages.close()
+
+
+def test_where_the_relay_listens(monkeypatch):
+    """A wildcard names no address other executors could use: no relay (each subscribes for itself);
+    an explicit address wins; a host name that resolves to loopback is only reachable on this host."""
+    monkeypatch.delenv("PYSPARK_KINESIS_AGENT_HOST", raising=False)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "0.0.0.0")
+    assert relay.relay_host() == ""
+    monkeypatch.setenv("PYSPARK_KINESIS_AGENT_HOST", "10.1.2.3")
+    assert relay.relay_host() == "10.1.2.3"
+    monkeypatch.delenv("PYSPARK_KINESIS_AGENT_HOST")
+    monkeypatch.delenv("SPARK_LOCAL_IP")
+    monkeypatch.setattr(relay.socket, "gethostbyname", lambda name: "127.0.1.1")
+    assert relay.relay_host() == "127.0.1.1" and relay.reachable_only_here("127.0.1.1")
+    assert not relay.reachable_only_here("10.1.2.3")
+
+
+def test_an_agent_with_a_wildcard_address_relays_nothing_and_says_why(service, monkeypatch, caplog):
+    monkeypatch.setenv("PYSPARK_KINESIS_AGENT_HOST", "0.0.0.0")
+    before = listening_ports()
+    path = start_agent(service)
+    with caplog.at_level("WARNING", logger="pyspark_kinesis.source.agent"):
+        assert address(kept_on(path, service)) == ""  # a keyed read: the relay would start here
+    assert listening_ports() <= before
+    assert any("wildcard" in r.getMessage() for r in caplog.records)

@@ -234,6 +234,23 @@ def _start_relay(hub: SubscriptionHub) -> _RelayServer | None:
     """The TCP listener for reads from other executors, on `relay.relay_host()`; None if it cannot
     listen (reads on other executors then subscribe for themselves, as without it)."""
     host = relay.relay_host()
+    if not host:
+        log.warning(
+            "no relay for other executors' reads: SPARK_LOCAL_IP (or PYSPARK_KINESIS_AGENT_HOST) is a wildcard "
+            "address, which other executors cannot be told; each executor subscribes for itself (set "
+            "PYSPARK_KINESIS_AGENT_HOST to this executor's address to relay)"
+        )
+        return None
+    named = any(os.environ.get(name, "").strip() for name in ("PYSPARK_KINESIS_AGENT_HOST", "SPARK_LOCAL_IP"))
+    if (
+        relay.reachable_only_here(host) and not named
+    ):  # (a loopback address set on purpose: a one-host cluster)
+        log.warning(
+            "the relay for other executors' reads listens on %s, a loopback address (this host's name "
+            "resolves to it): only executors on this host reach it. Set PYSPARK_KINESIS_AGENT_HOST (or "
+            "SPARK_LOCAL_IP) to this executor's address on the cluster network.",
+            host,
+        )
     try:
         server = _RelayServer(host, hub)
     except OSError as exc:

@@ -63,18 +63,31 @@ class RelayRefused(Exception):
     could not be reached): the read subscribes where it runs."""
 
 
+WILDCARDS = ("0.0.0.0", "::", "[::]")
+
+
 def relay_host() -> str:
     """The address this executor's agent listens on for reads from other executors: where Spark's own
     executor listens (`SPARK_LOCAL_IP`) when set, else this host's name resolved, else loopback.
-    `PYSPARK_KINESIS_AGENT_HOST` overrides both (e.g. a pod's IP from the Kubernetes downward API)."""
+    `PYSPARK_KINESIS_AGENT_HOST` overrides both (e.g. a pod's IP from the Kubernetes downward API).
+    "" when there is none other executors could be told: a wildcard (`SPARK_LOCAL_IP=0.0.0.0` binds
+    every interface but names none) turns the relay off, each executor then subscribing for itself."""
     for name in ("PYSPARK_KINESIS_AGENT_HOST", "SPARK_LOCAL_IP"):
         value = os.environ.get(name, "").strip()
+        if value in WILDCARDS:
+            return ""
         if value:
             return value
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+def reachable_only_here(host: str) -> bool:
+    """A loopback address: only this host's executors reach it (Debian maps the host name to
+    127.0.1.1, which would make every other executor's read subscribe for itself)."""
+    return host == "localhost" or host.startswith("127.") or host == "::1"
 
 
 def split_address(address: str) -> tuple[str, int]:
