@@ -42,9 +42,8 @@ class KinesisDataSource(DataSource):
 
     def schema(self) -> Any:
         config = parse_options(self._batch_options(), streaming=False)
-        from .source.driver.preflight import (
-            check_at_load,  # (boto3: loaded when a read is defined, not on import)
-        )
+        # (imported here: boto3 loads when a read is defined, not when Spark imports the package)
+        from .source.driver.preflight import check_at_load
 
         check_at_load(config)
         if not config.value.decoded:
