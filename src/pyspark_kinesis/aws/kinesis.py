@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -314,20 +315,16 @@ def record_bytes(summary: dict[str, Any]) -> int:
     return int(kib) * 1024 if kib else 1024 * 1024
 
 
+@functools.cache
 def partition_key_optional() -> bool:
     """Whether this botocore lets a PutRecords entry leave out its PartitionKey (newer ones do, for
-    streams with AUTO record distribution; older ones refuse the call before sending it)."""
-    return _PARTITION_KEY_OPTIONAL[0]
-
-
-def _partition_key_is_optional() -> bool:
+    streams with AUTO record distribution; older ones refuse the call before sending it). Asked only
+    for rows without a key bound for an AUTO stream, once per process: loading botocore's service
+    model is not a cost every process that imports this module should pay."""
     import botocore.session
 
     model = botocore.session.get_session().get_service_model("kinesis")
     return "PartitionKey" not in model.shape_for("PutRecordsRequestEntry").required_members
-
-
-_PARTITION_KEY_OPTIONAL = [_partition_key_is_optional()]
 
 
 def put_records(settings: AwsSettings, stream: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
