@@ -21,6 +21,7 @@ def kinesis_named_jar(tmp_path_factory) -> str:
     return build_kinesis_named_jar(tmp_path_factory.mktemp("jar"))
 
 
+@pytest.mark.slow  # (about a minute: its own Spark process; the default suite's Spark Connect test falls back too)
 def test_beside_a_jvm_source_named_kinesis_register_falls_back_and_reads_and_writes(
     kinesalite, kinesis_named_jar, tmp_path
 ):
