@@ -239,8 +239,8 @@ def bench_api(
     from . import latency, report
 
     with tempfile.TemporaryDirectory(prefix="bench-api-") as work:
-        calls, window, batches = latency.run_api(shards, seconds, Path(work), idle_ms)
-    text = latency.markdown_api(calls, window, shards, idle_ms, batches)
+        calls, window, batches, violations = latency.run_api(shards, seconds, Path(work), idle_ms)
+    text = latency.markdown_api(calls, window, shards, idle_ms, batches, violations)
     console.print(text)
     if write:
         report.write_section(write, "bench-api", text)

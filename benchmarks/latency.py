@@ -239,15 +239,17 @@ def _last_batch(query: Any) -> int:
 
 def run_api(
     shards: int, seconds: int, work: Path, idle_ms: int = 500
-) -> tuple[dict[tuple[str, str], int], float, int]:
+) -> tuple[dict[tuple[str, str], int], float, int, dict[str, int]]:
     """Calls per (agent, operation) at a counting proxy while a default-trigger query reads an idle
-    stream, the window's length, and the batches Spark ran in it."""
+    stream, the window's length, the batches Spark ran in it, and the service rules the connector
+    broke from start-up to stop (the proxy is strict: it enforces Kinesis's quotas, which the local
+    servers do not, so a rate that only looks cheap here would show up as violations)."""
     environment()
     from tests.support.fault_proxy import FaultProxy
 
     from pyspark_kinesis.cli.local_kinesis import LocalKinesis
 
-    with LocalKinesis("kinesalite") as server, FaultProxy(server.endpoint) as proxy:
+    with LocalKinesis("kinesalite") as server, FaultProxy(server.endpoint, strict=True) as proxy:
         client = kinesis_client(server.endpoint)
         stream = fill_stream(client, shards, 0, 10)
         spark = spark_session()
@@ -260,11 +262,18 @@ def run_api(
         after, window, batches = dict(proxy.calls), time.monotonic() - start, _last_batch(query) - first
         query.stop()
         spark.stop()
-    return {k: after.get(k, 0) - before.get(k, 0) for k in after}, window, batches
+        assert proxy.rules is not None
+        violations = dict(proxy.rules.violations)
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after}, window, batches, violations
 
 
 def markdown_api(
-    calls: dict[tuple[str, str], int], window: float, shards: int, idle_ms: int, batches: int
+    calls: dict[tuple[str, str], int],
+    window: float,
+    shards: int,
+    idle_ms: int,
+    batches: int,
+    violations: dict[str, int],
 ) -> str:
     per_minute = 60.0 / window
     lines = [
@@ -272,7 +281,8 @@ def markdown_api(
         "",
         f"Measured {machine()}, with `bash scripts/bench.sh api --shards {shards}`: a query with the default "
         f"trigger over an idle {shards}-shard kinesalite stream, `idlePollIntervalMs` {idle_ms} and the default "
-        f"`shardDiscoveryIntervalMs` (10 s), its calls counted by a proxy over {window:.0f} s after start-up, by "
+        f"`shardDiscoveryIntervalMs` (10 s), its calls counted by a proxy in strict mode (it enforces "
+        f"Kinesis's quotas and rules, docs/testing.md) over {window:.0f} s after start-up, by "
         "the part of the connector that made them (the User-Agent says `pyspark-kinesis/planner` on the "
         "driver, `/reader` on executors). The driver's GetRecords are its looks at idle shards (one record "
         "at most, not kept), so that no batch is planned while nothing is new; their ceiling is one per "
@@ -285,5 +295,10 @@ def markdown_api(
         lines.append(
             f"| {agent} | {operation} | {count * per_minute:.1f} | {count * per_minute / shards:.2f} |"
         )
-    lines += ["", f"Batches Spark ran in those {window:.0f} s: {batches}."]
+    broken = ", ".join(f"{rule}: {n}" for rule, n in sorted(violations.items())) or "none"
+    lines += [
+        "",
+        f"Batches Spark ran in those {window:.0f} s: {batches}. Service rules the connector broke, from "
+        f"start-up to stop (the strict proxy's count): {broken}.",
+    ]
     return "\n".join(lines) + "\n"
