@@ -55,6 +55,9 @@ class Plan:
     # committed unchanged) or "two-source" (a union with Spark's rate-micro-batch source: batches only
     # the other source has data for).
     shape: str = "plain"
+    # Every nth chunk the producer puts is a KPL aggregate put with a stale shard map (a random explicit
+    # hash key), its misplaced user records re-sent to their own shards (processes.Producer); 0: none.
+    misplace_every: int = 0
 
     @staticmethod
     def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
@@ -114,6 +117,7 @@ class Plan:
             else {},
             # (its own generator: the other draws, and so every other run's schedule, stay as they were)
             subscription_cut=_subscription_cut(random.Random(seed * 7919 + index)) if efo else None,
+            misplace_every=random.Random(seed * 104_729 + index).choice([3, 4, 6]),
         )
         return plan if short or index % 8 not in (0, 3) else plan.in_production(rng)
 
@@ -151,6 +155,7 @@ class Result:
     aged_out: int = 0  # records a stop aged out before the query delivered them (expected, reported)
     loss_warnings: int = 0  # the driver's data-loss reports (failOnDataLoss=false), any master
     unreported: list[str] = field(default_factory=list)  # shards that lost records no driver report named
+    misplaced_dropped: int = 0  # user records the ground truth left out of aggregates that held them wrongly
     other_rows: int = 0  # rows of the query's other source (the two-source shape): none means it never ran
     unplanned_exits: int = 0  # driver processes that ended by themselves with an error
     hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit

@@ -68,7 +68,13 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
-        "GetShardIterator; `proxy in_use/limit/internal` refused SubscribeToShard calls (efo runs); `fan-out agent SIGKILL` "
+        "GetShardIterator; `proxy in_use/limit/internal` refused SubscribeToShard calls (efo runs); `proxy "
+        "subscription ended/reset` every subscription ended by the proxy after 5-20 events, cleanly as Kinesis "
+        "ends each one after 5 minutes or with a TCP reset in the middle of an event (efo runs); `KPL misplaced "
+        "record` user records the producer put, every 3rd to 6th chunk, as a KPL with a stale shard map puts "
+        "them: in one aggregate (aws-kinesis-agg) with a random explicit hash key, landing in a shard whose hash "
+        "range does not hold them, then put again to their own shards (the ground truth opens aggregates and "
+        "leaves such copies out, as the KCL does: a reader that emits them duplicates them); `fan-out agent SIGKILL` "
         "the executor's fan-out agent, holding the subscriptions, killed while a batch is in flight (efo "
         "runs); `proxy delay` held-back responses; `proxy "
         "server-down` calls answered 503 while the server restarted; `driver SIGKILL ahead of the durable log` "
@@ -85,7 +91,11 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "marked spec: the standalone-cluster runs (two workers on 127.0.0.2 and 127.0.0.3), since Spark "
         "speculates only in cluster modes and never onto the host of the running attempt. `lineage` counts child shards with rows in a batch not after every batch of their "
         "parents' rows (order rule 2); `missed` scheduled faults that found no state to hit (a run with one "
-        "fails).",
+        "fails). Every run goes through the proxy's strict mode (tests/support/service_rules.py, "
+        "docs/testing.md): it keeps the service's quotas and rules (GetRecords and GetShardIterator rates and "
+        "read bytes per shard, page sizes, iterator expiry, ListShards and DescribeStreamSummary rates, the "
+        "SubscribeToShard rules), answers a broken one as Kinesis does, and counts it in `quota "
+        "violations` (listed per rule below; the injected faults above are not counted there).",
         "",
         "| run | server | master | shape | spec | seconds | "
         + " | ".join(kinds)
