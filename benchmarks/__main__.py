@@ -304,9 +304,14 @@ def bench_cpu(
     console.print(table)
     for goal, value, met in cpu.goals(rows):
         console.print(f"goal: {goal}: {value}, {'met' if met else 'NOT met'}")
+    command = (
+        f"bash scripts/bench.sh cpu --server {server} --sizes {','.join(map(str, size_list))} "
+        f"--shards {','.join(map(str, counts))} --mb {mb:g} --rounds {rounds}"
+        + "".join(f" --option {k}={v}" for k, v in extra.items())
+    )  # (printed above the figures: the exact command that regenerates them)
     if write:
         report.write_section(
-            write, cpu.section_name(server, extra, mb), cpu.markdown_cpu(rows, cold_s, extra)
+            write, cpu.section_name(server, extra, mb), cpu.markdown_cpu(rows, cold_s, command, extra)
         )
 
 

@@ -67,15 +67,31 @@ class CpuRow:
     def fixed_s(self) -> float:
         return statistics.median(u.total for u in self.fixed)
 
+    def fixed_spread(self) -> Spread:
+        return Spread([u.total for u in self.fixed])
+
     def measurable(self) -> bool:
         """Whether the part beyond the fixed cost is large enough to tell from the noise: at least a
         third of the run's CPU (else the difference of two noisy figures says nothing; raise --mb)."""
         return statistics.median(u.total for u in self.spark) >= 1.5 * self.fixed_s()
 
+    def marginal_s(self) -> float:
+        """The median over rounds of (whole query - fixed query), each pair measured in the same round
+        (interleaved, so that a slow spell of the machine moves both)."""
+        return statistics.median(w.total - f.total for w, f in zip(self.spark, self.fixed, strict=True))
+
     def marginal_rate(self) -> float:
         """MB per CPU-second beyond the query's fixed cost: what each further MB costs (the rate a
         long-running query approaches)."""
-        return self.megabytes / (statistics.median(u.total for u in self.spark) - self.fixed_s())
+        return self.megabytes / max(1e-9, self.marginal_s())
+
+    def unexplained(self) -> tuple[float, int]:
+        """The cross-check over every measurement of this row: the median share of the machine's busy
+        time that neither the Spark processes nor the server account for, and how many measurements
+        exceeded the meter's limit (a lost or doubly counted process would show here)."""
+        usages = self.spark + self.fixed
+        share = statistics.median(u.unexplained / max(u.busy, 1e-9) for u in usages)
+        return share, sum(u.flagged() for u in usages)
 
     def split(self) -> dict[str, float]:
         """Median share of each process role in the connector's CPU."""
@@ -95,8 +111,8 @@ class CpuRow:
         def executor(u: Usage) -> float:
             return u.seconds[EXECUTOR_PYTHON] + u.seconds[JVM]
 
-        spent = statistics.median(executor(u) for u in self.spark) - statistics.median(
-            map(executor, self.fixed)
+        spent = statistics.median(
+            executor(w) - executor(f) for w, f in zip(self.spark, self.fixed, strict=True)
         )
         return self.megabytes / max(1e-9, spent) * MB / KINESIS_SHARD_BYTES_PER_SECOND
 
@@ -140,8 +156,9 @@ def run_loop(endpoint: str, stream: str, expected: int) -> tuple[float, float]:
 
 # -- the streams -------------------------------------------------------------------------------------
 @contextmanager
-def memory_stream(shards: int, records: int, size: int) -> Iterator[tuple[str, str]]:
-    """The benchmark server in its own process, holding one stream; yields (endpoint, stream)."""
+def memory_stream(shards: int, records: int, size: int) -> Iterator[tuple[str, str, int]]:
+    """The benchmark server in its own process, holding one stream; yields (endpoint, stream, the
+    server's pid)."""
     from benchmarks.memory_server import STREAM
 
     per_shard = records // shards
@@ -157,7 +174,7 @@ def memory_stream(shards: int, records: int, size: int) -> Iterator[tuple[str, s
         line = server.stdout.readline()  # the server prints its port once its records are made
         if not line.startswith("PORT "):
             raise RuntimeError(f"the benchmark server did not start (exit {server.poll()})")
-        yield f"http://127.0.0.1:{line.split()[1]}", STREAM
+        yield f"http://127.0.0.1:{line.split()[1]}", STREAM, server.pid
     finally:
         server.terminate()
         server.wait(30)
@@ -165,7 +182,8 @@ def memory_stream(shards: int, records: int, size: int) -> Iterator[tuple[str, s
 
 @contextmanager
 def kinesalite_streams() -> Iterator[Any]:
-    """kinesalite, and a function that fills a fresh stream and yields (endpoint, stream)."""
+    """kinesalite, and a function that fills a fresh stream and yields (endpoint, stream, the server's
+    pid)."""
     from benchmarks.local_setup import create_stream
     from benchmarks.reading import kinesis_client
     from pyspark_kinesis.cli.local_kinesis import LocalKinesis
@@ -174,11 +192,12 @@ def kinesalite_streams() -> Iterator[Any]:
         client = kinesis_client(server.endpoint)
 
         @contextmanager
-        def stream(shards: int, records: int, size: int) -> Iterator[tuple[str, str]]:
+        def stream(shards: int, records: int, size: int) -> Iterator[tuple[str, str, int]]:
             name = create_stream(client, shards)
             payload = (b"x" * size)[:size]
             put_all(client, name, [payload] * records, 8)
-            yield server.endpoint, name
+            assert server.process is not None
+            yield server.endpoint, name, server.process.pid
 
         yield stream
 
@@ -206,25 +225,31 @@ def run_cpu(
                 for shards in shard_counts:
                     records = shards * max(1, int(mb * MB / size / shards))
                     row = CpuRow(server, size, shards, records)
-                    with open_stream(shards, records, size) as (endpoint, stream):
+                    # Beside the stream, the same shape with one record per shard: what a query costs
+                    # whatever it reads. Both are open at once so that each round measures both.
+                    with (
+                        open_stream(shards, records, size) as (endpoint, stream, full_pid),
+                        open_stream(shards, shards, size) as (small_endpoint, small, small_pid),
+                    ):
+                        servers = tuple(sorted({full_pid, small_pid}))
                         if cold_s < 0:
                             cold_s, _rows = connector_read(spark, endpoint, stream, work, options)
+                        # Warm-up with the measured shape (this shard count, a full read, a fixed one).
+                        connector_read(spark, endpoint, stream, work, options)
+                        connector_read(spark, small_endpoint, small, work, options)
                         for _round in range(rounds):
                             cpu, wall = run_loop(endpoint, stream, row.records)
                             row.loop_cpu.append(cpu)
                             row.loop_wall.append(wall)
-                            with ProcessMeter() as meter:
+                            with ProcessMeter(servers=servers) as meter:
+                                connector_read(spark, small_endpoint, small, work, options)
+                            row.fixed.append(meter.usage)
+                            with ProcessMeter(servers=servers) as meter:
                                 wall, got = connector_read(spark, endpoint, stream, work, options)
                             if got != row.records:
                                 raise RuntimeError(f"the connector read {got} rows, expected {row.records}")
                             row.spark.append(meter.usage)
                             row.spark_wall.append(wall)
-                    # The same query over a stream of one record per shard: what a query costs whatever it reads.
-                    with open_stream(shards, shards, size) as (endpoint, stream):
-                        for _round in range(rounds):
-                            with ProcessMeter() as meter:
-                                connector_read(spark, endpoint, stream, work, options)
-                            row.fixed.append(meter.usage)
                     rows.append(row)
     finally:
         spark.stop()
@@ -292,7 +317,7 @@ def table_rows(rows: list[CpuRow]) -> list[list[str]]:
                 _show(row.loop_rate()),
                 _show(row.spark_rate()),
                 f"{row.cpu_ratio():.2f}x",
-                f"{row.fixed_s():.2f}",
+                _show(row.fixed_spread(), 2),
                 f"{row.marginal_rate():,.1f} ({row.marginal_rate() / row.loop_rate().median:.2f}x)"
                 if row.measurable()
                 else "- (fixed cost dominates)",
@@ -301,6 +326,7 @@ def table_rows(rows: list[CpuRow]) -> list[list[str]]:
                 + (f"{row.steady_shards_per_core():.1f}" if row.measurable() else "-"),
                 f"{statistics.median(row.loop_wall):.2f} / {statistics.median(row.spark_wall):.2f}",
                 f"{row.wall_ratio():.2f}x",
+                f"{row.unexplained()[0]:+.1%} ({row.unexplained()[1]} flagged)",
             ]
         )
     return out
@@ -319,18 +345,21 @@ HEADER = [
     "shards at 2 MiB/s per executor core (run / beyond fixed)",
     "wall s loop / connector",
     "speed vs loop",
+    "busy time unexplained (measurements over 5%)",
 ]
 
 
-def _show(spread: Spread) -> str:
-    """A rate spread as "median (lowest-highest)" with one decimal."""
+def _show(spread: Spread, digits: int = 1) -> str:
+    """A spread as "median (lowest-highest)"."""
     low, high = spread.samples[0], spread.samples[-1]
     if len(spread.samples) == 1:
-        return f"{spread.median:,.1f}"
-    return f"{spread.median:,.1f} ({low:,.1f}-{high:,.1f})"
+        return f"{spread.median:,.{digits}f}"
+    return f"{spread.median:,.{digits}f} ({low:,.{digits}f}-{high:,.{digits}f})"
 
 
-def markdown_cpu(rows: list[CpuRow], cold_s: float, options: dict[str, str] | None = None) -> str:
+def markdown_cpu(
+    rows: list[CpuRow], cold_s: float, command: str, options: dict[str, str] | None = None
+) -> str:
     server = rows[0].server
     title = {
         "memory": "## 7. The connector's ceiling: CPU per MB on the benchmark server",
@@ -351,21 +380,31 @@ def markdown_cpu(rows: list[CpuRow], cold_s: float, options: dict[str, str] | No
     lines = [
         title,
         "",
-        f"Measured {machine()}, with `bash scripts/bench.sh cpu --server {server}`, against {where}. Per "
-        f"record size and shard count one stream holds {rows[0].megabytes:,.0f} MB of payload; in each of "
+        f"Measured {machine()}, with `{command}`, against {where}. Per "
+        f"record size and shard count one stream holds {rows[0].megabytes:,.0f} MB of payload, and a "
+        "second one of the same shape one record per shard; after a warm-up read of each, in each of "
         f"{len(rows[0].spark)} rounds a boto3 loop (its own process; one thread per shard, GetRecords Limit "
-        "10,000 until drained; its process time around the reads) and a warm connector query "
-        "(`trigger(availableNow=True)` into the noop sink, `local[2]`, byte pacing off) read all of it. "
-        "The connector's CPU is that of every Spark process, counted exactly from /proc (each process's own time and that of the children it reaped, read at the start and the end: short-lived workers included): the JVM (driver and "
+        "10,000 until drained; its process time around the reads), the connector over the small stream "
+        "(the fixed cost) and over the full one (the whole query) take turns "
+        "(`trigger(availableNow=True)` into the noop sink, `local[2]`, byte pacing off). "
+        "The connector's CPU is that of every Spark process, counted from /proc (each process's own "
+        "time and that of the children it reaped, read at the start and the end, children before "
+        "parents; a process that ended but is not reaped yet, such as the query's planner process, "
+        "counted from its /proc entry: benchmarks/process_cpu.py): the JVM (driver and "
         "executor in local mode), the executor's Python workers, and the driver-side Python (the "
         "source runner that plans batches, the Data Source API's set-up workers, the Py4J driver). "
         "Rates are MB (10^6 B) of payload per CPU-second, median (lowest-highest); the split is the "
-        "median share per role. `fixed` is the median CPU of the same query over a stream of one record "
-        "per shard (starting the planner process, planning, scheduling, committing), and the rate beyond "
-        "it is MB over (CPU - fixed): what each further MB costs, the rate a long-running query "
-        "approaches. Shards per executor core are the executor side's rate (executor Python "
+        "median share per role. Which figure answers which question: `connector MB/CPU-s` (the whole "
+        "query) what one bounded run of this size costs; `fixed` (median, lowest-highest) what any query "
+        "costs whatever it reads (starting the planner process, planning, scheduling, committing); the "
+        "rate beyond it, MB over the median of the rounds' (whole - fixed), what each further MB costs: "
+        "the rate a long-running query approaches, and the one to size a cluster by. Shards per executor core are the executor side's rate (executor Python "
         "plus the whole JVM, which in local mode also does the driver's work) over 2 MiB/s, a shard's "
-        "read limit, from the whole run and beyond the fixed cost. The servers' own CPU is not counted. The session's first query (Python workers "
+        "read limit, from the whole run and beyond the fixed cost. The servers' own CPU is not counted. "
+        "Cross-check: each measurement's machine busy time (/proc/stat) minus the servers' CPU and the "
+        "Spark processes' CPU is what nothing measured explains (other processes, the kernel, or a "
+        "process the meter lost); the last column gives its median share and how many measurements had "
+        "more than 5%. The session's first query (Python workers "
         f"start, the connector loads) took {cold_s:.1f} s and is not in the table."
         + (
             f" Extra source options: {', '.join(f'`{k}={v}`' for k, v in options.items())}."

@@ -7,104 +7,235 @@ Python Data Source API (the streaming source runner that plans batches, and the 
 `pyspark.sql.worker.*` ones that look up, create and plan the source), and the Python process that
 drives the query through Py4J (this one). Counting them all, split by role, shows where the CPU goes.
 
-Counted exactly, not sampled: a process that starts and ends between two samples (the short-lived
-`pyspark.sql.worker.*` ones, a worker per task when workers are not reused) would be missed, and one
-that ends would lose its last slice, which flatters the connector's fixed cost. So the meter reads, at
-the start and at the end only, every live process's own user+system time *and* the time of the children
-it has reaped: a process that ended was reaped by its parent (PySpark's daemon reaps its workers, the
-JVM the Python processes it starts), and its whole time is then in its parent's children times. The
-difference between the two readings is the exact CPU the tree spent in between. Reaped time goes to the
-reaper's children's role (the daemon's to the executor's Python, the JVM's to the driver-side Python);
-a process alive at the start that ended before the end moves its earlier time to that role, so the
-split by role is exact up to such processes, the total exactly.
+Counted exactly, not sampled: a process that starts and ends between two samples would be missed, and
+one that ends would lose its last slice, which flatters the connector's fixed cost. So the meter reads,
+at the start and at the end only, every process's own user+system time *and* the time of the children
+it has reaped (a process that ended was reaped by its parent, and its whole time is then in its
+parent's children times). The difference between the two readings is the CPU the tree spent between.
+
+Three ways a process's time could still be lost, and what the meter does about each:
+- A process that ended but is not reaped yet (a zombie: the planner process Spark starts per streaming
+  query exits as the query ends) has its time in neither its own live reading nor its parent's
+  children times. psutil refuses most calls on a zombie; `/proc/<pid>/stat` still holds its times, so
+  the meter reads `/proc` itself, and gives a zombie whose role it cannot read the role of the time its
+  parent will reap (`_reaped_role`), or the role an earlier reading saw.
+- A child reaped between the reading of the child and that of its parent would be counted twice (its
+  own reading, then in the parent's children times): children are read before their parents, and a
+  child gone once its parent has been read is dropped (its parent's reading has it).
+- A child reaped before it was read is in its parent's children times: read after it, so counted.
+
+Every measurement is cross-checked against the machine's busy time (`/proc/stat`) minus the CPU of the
+processes named as the servers': what neither explains (`Usage.unexplained`) is printed beside each
+figure, and a measurement where it exceeds `UNEXPLAINED_LIMIT` of the busy time is flagged.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-
-import psutil
+from pathlib import Path
 
 JVM, EXECUTOR_PYTHON, DRIVER_PYTHON = "JVM", "executor Python", "driver Python"
 ROLES = (JVM, EXECUTOR_PYTHON, DRIVER_PYTHON)
+TICK = os.sysconf("SC_CLK_TCK")
+UNEXPLAINED_LIMIT = 0.05  # of the machine's busy time
+PROC = Path("/proc")
 
 
-def role(process: psutil.Process) -> str:
-    if process.name() == "java":
+@dataclass(frozen=True)
+class Stat:
+    """One process's line of /proc/<pid>/stat, times in seconds."""
+
+    pid: int
+    ppid: int
+    state: str
+    own: float  # utime + stime
+    reaped: float  # cutime + cstime: its children that ended and were waited for
+
+
+def read_stat(pid: int) -> Stat | None:
+    """None when the process is gone (reaped) or not readable."""
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    name_end = text.rindex(")")  # (the name may hold spaces and parentheses)
+    fields = text[name_end + 2 :].split()
+    # fields[0] is field 3 of proc(5): state; 4 ppid; 14-17 utime stime cutime cstime
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return Stat(pid, int(fields[1]), fields[0], (utime + stime) / TICK, (cutime + cstime) / TICK)
+
+
+def command_of(pid: int) -> tuple[str, list[str]] | None:
+    """(name, argv) of a process; None when gone, or a zombie (its argv is empty then)."""
+    try:
+        name = (PROC / str(pid) / "comm").read_text().strip()
+        argv = (PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    args = [a.decode(errors="replace") for a in argv if a]
+    return (name, args) if args else None
+
+
+def role_of(name: str, argv: list[str]) -> str:
+    if name == "java":
         return JVM
-    command = process.cmdline()
-    return EXECUTOR_PYTHON if command and command[-1] == "pyspark.worker" else DRIVER_PYTHON
+    return EXECUTOR_PYTHON if argv and argv[-1] == "pyspark.worker" else DRIVER_PYTHON
 
 
-def spark_jvm() -> psutil.Process:
+def spark_jvm() -> int:
     """The local Spark JVM: the java process this Python process started through Py4J."""
-    for child in psutil.Process().children():
-        if child.name() == "java":
-            return child
+    me = os.getpid()
+    for stat in _all_stats():
+        name, argv = command_of(stat.pid) or ("", [])
+        if stat.ppid == me and name == "java" and any("spark" in a for a in argv):
+            return stat.pid  # (not a local server that is a JVM too, as kinesis-local is)
     raise RuntimeError("no Spark JVM among this process's children: start the SparkSession first")
+
+
+def _all_stats() -> list[Stat]:
+    out = []
+    for entry in os.listdir(PROC):
+        if entry.isdigit():
+            stat = read_stat(int(entry))
+            if stat is not None:
+                out.append(stat)
+    return out
+
+
+def machine_busy() -> float:
+    """CPU seconds every core of the machine spent busy since boot (/proc/stat's first line: all but
+    idle and iowait)."""
+    values = [int(v) for v in (PROC / "stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle, iowait = values[3], values[4] if len(values) > 4 else 0
+    busy = sum(values[:8]) - idle - iowait  # user nice system idle iowait irq softirq steal
+    return busy / TICK
 
 
 @dataclass
 class Usage:
-    """CPU seconds per role between start and stop, with the processes that came and went."""
+    """CPU seconds per role between start and stop, with the processes that came and went, and the
+    cross-check: the machine's busy seconds and the named servers' seconds over the same time."""
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ROLES, 0.0))
     started: int = 0
     ended: int = 0
+    zombies: int = 0  # processes read as zombies (their time counted from /proc)
+    busy: float = 0.0
+    servers: float = 0.0
 
     @property
     def total(self) -> float:
         return sum(self.seconds.values())
 
+    @property
+    def unexplained(self) -> float:
+        """Busy time neither the tree nor the servers account for (other processes, the kernel; or time
+        the meter lost, which makes it large). Negative: time counted twice."""
+        return self.busy - self.servers - self.total
 
-def _own_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
+    def flagged(self) -> bool:
+        return abs(self.unexplained) > UNEXPLAINED_LIMIT * max(self.busy, 1e-9)
 
 
 class ProcessMeter:
     """`with ProcessMeter() as meter: ...` then `meter.usage`: the CPU the Spark processes spent inside.
-    `root`: the tree's root (default: the local Spark JVM this process started)."""
+    `root`: the tree's root pid (default: the local Spark JVM this process started); `servers`: pids
+    whose CPU (with their descendants) the cross-check subtracts from the machine's busy time."""
 
-    def __init__(self, root: psutil.Process | None = None) -> None:
-        self.me = psutil.Process()
+    def __init__(self, root: int | None = None, servers: tuple[int, ...] = ()) -> None:
+        self.me = os.getpid()
         self.root = root if root is not None else spark_jvm()
+        self.servers = servers
+        self.roles: dict[int, str] = {}  # pid -> role, kept from any reading that could see it
         self._base: dict[str, float] = {}
         self._pids: set[int] = set()
+        self._base_busy = self._base_servers = 0.0
         self.usage = Usage()
 
-    def _processes(self) -> list[psutil.Process]:
-        return [self.root, *self.root.children(recursive=True)]
-
-    def _reaped_role(self, process: psutil.Process) -> str:
+    def _reaped_role(self, pid: int) -> str:
         """Whose time a process's reaped children spent."""
-        if process.pid == self.root.pid and process.name() == "java":
+        if pid == self.root and self.roles.get(pid) == JVM:
             return DRIVER_PYTHON  # (the executor's daemon lives as long as the JVM: not reaped meanwhile)
-        return role(process)  # the daemon's reaped children are its workers: the executor's Python
+        return self.roles.get(pid, DRIVER_PYTHON)  # the daemon's reaped children are its workers
 
-    def _reading(self) -> tuple[dict[str, float], set[int]]:
+    def _learn_roles(self, order: list[int], stats: dict[int, Stat]) -> None:
+        """Every live process's role from its command line; then a zombie first seen now gets the
+        role of the time its parent will reap (its parent's role is known by then)."""
+        for pid in order:
+            command = command_of(pid) if stats[pid].state != "Z" else None
+            if command is not None:
+                self.roles[pid] = role_of(*command)
+        for pid in reversed(order):  # (parents first)
+            if pid not in self.roles:
+                self.roles[pid] = self._reaped_role(stats[pid].ppid)
+
+    @staticmethod
+    def _post_order(root: int, stats: dict[int, Stat]) -> list[int]:
+        """The tree under `root`, every child before its parent."""
+        children: dict[int, list[int]] = {}
+        for stat in stats.values():
+            children.setdefault(stat.ppid, []).append(stat.pid)
+        order: list[int] = []
+        stack: list[tuple[int, bool]] = [(root, False)]
+        for _step in range(4 * len(stats) + 4):  # bounded: each pid is pushed twice at most
+            if not stack:
+                break
+            pid, expanded = stack.pop()
+            if expanded:
+                order.append(pid)
+            else:
+                stack.append((pid, True))
+                stack.extend((child, False) for child in children.get(pid, []))
+        return order
+
+    def _tree_seconds(self, root: int) -> tuple[dict[str, float], set[int], int]:
+        stats = {s.pid: s for s in _all_stats()}
         seconds = dict.fromkeys(ROLES, 0.0)
-        pids = set()
-        for process in self._processes():
-            try:
-                times = process.cpu_times()
-                seconds[role(process)] += times.user + times.system
-                seconds[self._reaped_role(process)] += times.children_user + times.children_system
-                pids.add(process.pid)
-            except psutil.Error:  # ended between listing and reading: its parent has (or will have) it
-                continue
-        if self.me.pid != self.root.pid:  # the Python process driving the query (its children: the root)
-            times = self.me.cpu_times()
-            seconds[DRIVER_PYTHON] += times.user + times.system
-        return seconds, pids
+        read: dict[int, tuple[str, float]] = {}  # pid -> (role, own seconds counted)
+        zombies = 0
+        order = self._post_order(root, stats)
+        self._learn_roles(order, stats)
+        for pid in order:
+            stat = read_stat(pid)  # again, now: its children have just been read
+            if stat is None:
+                continue  # reaped since the listing: in its parent's children times, read after it
+            role = self.roles[pid]
+            seconds[role] += stat.own
+            read[pid] = (role, stat.own)
+            zombies += stat.state == "Z"
+            seconds[self._reaped_role(pid)] += stat.reaped
+            for child in (c for c, s in stats.items() if s.ppid == pid and c in read):
+                if read_stat(child) is None:  # reaped after it was read: the parent's reading has it
+                    child_role, own = read.pop(child)
+                    seconds[child_role] -= own
+        return seconds, set(read), zombies
+
+    def _servers_seconds(self) -> float:
+        total = 0.0
+        for server in self.servers:
+            seconds, _pids, _z = self._tree_seconds(server)
+            total += sum(seconds.values())
+        return total
+
+    def _reading(self) -> tuple[dict[str, float], set[int], int]:
+        seconds, pids, zombies = self._tree_seconds(self.root)
+        if self.me != self.root:  # the Python process driving the query (its children: the root)
+            stat = read_stat(self.me)
+            if stat is not None:
+                seconds[DRIVER_PYTHON] += stat.own
+        return seconds, pids, zombies
 
     def __enter__(self) -> ProcessMeter:
-        self._base, self._pids = self._reading()
+        self._base_busy, self._base_servers = machine_busy(), self._servers_seconds()
+        self._base, self._pids, _zombies = self._reading()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        seconds, pids = self._reading()
-        usage = Usage(started=len(pids - self._pids), ended=len(self._pids - pids))
+        seconds, pids, zombies = self._reading()
+        usage = Usage(started=len(pids - self._pids), ended=len(self._pids - pids), zombies=zombies)
         for name in ROLES:
             usage.seconds[name] = seconds[name] - self._base[name]
+        usage.servers = self._servers_seconds() - self._base_servers
+        usage.busy = machine_busy() - self._base_busy
         self.usage = usage
