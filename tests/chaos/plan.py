@@ -134,7 +134,9 @@ class Plan:
             events=sorted(events),
             partial=False,
             shape="plain",  # (Spark refuses stateful operators under asynchronous progress tracking)
-            async_ms=rng.choice([1000, 3000]),
+            # (fan-out batches take seconds: an interval shorter than a batch makes every offset
+            # durable before the batch's output, and a driver kill never finds batches ahead of it)
+            async_ms=rng.choice([1000, 3000]) if self.consumer != "efo" else rng.choice([10_000, 15_000]),
             age_out="silent" if self.index % 16 < 8 else "error",
         )
 

@@ -51,7 +51,7 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "with everything the server holds (`server lost` counts records the producer was told were written "
         "but the server does not hold once). One enhanced fan-out run and one kinesalite run in every eight "
         "run as production does, marked async: Spark's asynchronous progress tracking (offsets durable only "
-        "every 1 or 3 s; the sink is a `foreach` writer with one file per batch and partition, since Spark "
+        "every 1 or 3 s, on fan-out runs every 10 or 15 s, as their batches take seconds; the sink is a `foreach` writer with one file per batch and partition, since Spark "
         "refuses foreachBatch there; the drain is a processingTime run with every offset durable, since it "
         "refuses AvailableNow), and a stop long enough for the head of a shard to age out past retention "
         "(the fault proxy trims it, answering positions below the trim with an iterator at the oldest record "

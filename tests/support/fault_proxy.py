@@ -307,6 +307,8 @@ class FaultProxy:
             if message[0] == "exception":  # refused by the server itself (e.g. ResourceInUse)
                 with self.lock:
                     self.subscriptions[entry] = (*self.subscriptions[entry][:4], message[1])
+            elif self.rules is not None:  # a subscription is open: the service's 5 seconds start
+                self.rules.subscribe_succeeded(request.get("ConsumerARN", ""), request.get("ShardId", ""))
 
         shard = request.get("ShardId", "")
         reached = relay_subscription(

@@ -84,6 +84,9 @@ class ServiceRules:
         return None
 
     def subscribe_refusal(self, consumer: str, shard: str) -> tuple[int, str, str] | None:
+        """A SubscribeToShard call, before it is forwarded. Only the call is booked here: whether it
+        succeeds is known later (`subscribe_succeeded`), since the proxy may still refuse it with an
+        injected fault, or the server itself may; a refused call starts no 5-second wait."""
         now = self._now()
         with self.lock:
             last_call, last_ok = self.subscribed.get((consumer, shard), (float("-inf"), float("-inf")))
@@ -92,8 +95,13 @@ class ServiceRules:
                 return self._broken("SubscribeToShard more than once a second", 400, LIMITED)
             if now - last_ok < 5.0:
                 return self._broken("SubscribeToShard within 5 s of a success", 400, "ResourceInUseException")
-            self.subscribed[(consumer, shard)] = (now, now)
         return None
+
+    def subscribe_succeeded(self, consumer: str, shard: str) -> None:
+        """The last call on (consumer, shard) opened a subscription: the 5 seconds count from that call."""
+        with self.lock:
+            last_call, _last_ok = self.subscribed.get((consumer, shard), (self._now(), float("-inf")))
+            self.subscribed[(consumer, shard)] = (last_call, last_call)
 
     def served(self, operation: str, shard: str, answer: dict, size: int) -> None:
         """A forwarded read's answer: its iterators start their lives, its bytes count."""

@@ -93,6 +93,7 @@ class ScriptedPages:
     closed: bool = False
     limits_asked: list[int] = field(default_factory=list)
     open_s: float = 0.0  # how long each `open` takes (a subscription waiting out the service's spacing)
+    keeps_partial: bool = False  # (see PageSource: True stands for fan-out's agent)
 
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
         self.opens.append((position, verify, reuse))

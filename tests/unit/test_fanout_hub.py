@@ -177,3 +177,77 @@ def test_two_queries_with_their_own_consumers_neither_take_nor_settle_each_other
     assert fresh and again is not mine and not mine.closing  # its own consumer: a subscription of its own
     assert hub.resume((CONSUMER, SHARD), b"b", Position.after("2"), "b#2") is None  # not with another key
     assert hub.resume((CONSUMER, SHARD), b"a", Position.after("2"), "a#2") is mine
+
+
+def test_a_read_cut_inside_an_event_keeps_the_subscription_and_the_next_read_gets_the_rest(client):
+    """`keep` at a position inside the last event a read took puts that event's records from there
+    back in front of the queue: after "2" -> records 3, 4; inside "3" -> records 3, 4 (the read skips
+    the aggregate's consumed user records itself); after the event's last record -> nothing."""
+    hub = SubscriptionHub(lambda spec: client)
+    held, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.trim_horizon(), reuse=True, batch="t#0")
+    assert fresh
+    client.streams[-1].events.put(event([1, 2, 3, 4]))
+    client.streams[-1].events.put(event([5]))
+
+    def next_seqs(held) -> list[str]:
+        kind, response = hub.next_for(held, 2.0, settle=False)
+        assert kind == "event"
+        return response["Records"].seqs.to_pylist()
+
+    assert next_seqs(held) == ["1", "2", "3", "4"]
+    hub.keep(held, Position.after("2"))
+    again, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("2"), reuse=True, batch="t#1")
+    assert again is held and not fresh and next_seqs(again) == ["3", "4"]
+    hub.keep(again, Position.inside("3", 1))
+    again, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.inside("3", 1), reuse=True, batch="t#2")
+    assert again is held and not fresh and next_seqs(again) == ["3", "4"]
+    hub.keep(again, Position.after("4"))
+    again, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("4"), reuse=True, batch="t#3")
+    assert not fresh and next_seqs(again) == ["5"] and len(client.calls) == 1
+
+
+def test_a_retry_of_a_read_continues_its_kept_subscription_from_where_the_read_started(client):
+    """A task failed after its read kept the subscription, before recording its batch end: the retry
+    starts where the failed read started. The events that read took come back, from there on, and
+    the retry continues the same subscription (a new one within the service's 5 s would be refused:
+    batch after batch a retried read then took nothing; found by the chaos suite)."""
+    hub = SubscriptionHub(lambda spec: client)
+    held, _fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("0"), reuse=True, batch="t#0")
+    client.streams[-1].events.put(event([1, 2, 3]))
+    client.streams[-1].events.put(event([4, 5]))
+
+    def next_seqs(held) -> list[str]:
+        kind, response = hub.next_for(held, 2.0, settle=False)
+        assert kind == "event"
+        return response["Records"].seqs.to_pylist()
+
+    assert next_seqs(held) == ["1", "2", "3"] and next_seqs(held) == ["4", "5"]
+    hub.keep(held, Position.after("4"))  # the read stopped at its limit inside the second event
+    retry, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("0"), reuse=True, batch="t#0")
+    assert retry is held and not fresh and len(client.calls) == 1
+    assert next_seqs(retry) == ["1", "2", "3"] and next_seqs(retry) == ["4", "5"]
+    client.streams[-1].events.put(event([6]))
+    assert next_seqs(retry) == ["6"]
+    # Kept again, where the retry got to; a read from anywhere else subscribes anew.
+    hub.keep(retry, Position.after("6"))
+    other, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("3"), reuse=True, batch="t#1")
+    assert fresh and other is not held and len(client.calls) == 2
+
+
+def test_a_retry_of_a_verified_read_checks_its_start_again(client):
+    """A read that subscribed at S itself to check that S is still there (a start "after S" after a
+    restart): its retry gets S back and is answered as a new subscription, so it checks S as its failed
+    attempt did and reports the same loss when S aged out (a retry that skipped the check once lost
+    the report; found by the chaos suite)."""
+    hub = SubscriptionHub(lambda spec: client)
+    start = Position.after("5")
+    held, fresh = open_(hub, SPEC, CONSUMER, SHARD, start, reuse=True, batch="t#0", verify=True)
+    assert fresh
+    client.streams[-1].events.put(event([5, 6, 7]))
+    _kind, response = hub.next_for(held, 2.0, settle=False)
+    assert response["Records"].seqs.to_pylist() == ["5", "6", "7"]
+    hub.keep(held, Position.after("6"))
+    retry, fresh = open_(hub, SPEC, CONSUMER, SHARD, start, reuse=True, batch="t#0", verify=True)
+    assert retry is held and fresh and len(client.calls) == 1
+    _kind, response = hub.next_for(retry, 2.0, settle=False)
+    assert response["Records"].seqs.to_pylist() == ["5", "6", "7"]

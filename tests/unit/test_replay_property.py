@@ -37,6 +37,7 @@ class ShardPages:
     cursor: int = 0
     served: int = 0
     opens: list[Position] = field(default_factory=list)
+    keeps_partial: bool = False
 
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
         self.opens.append(position)

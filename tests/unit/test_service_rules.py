@@ -66,6 +66,7 @@ def test_subscribe_rules_once_a_second_and_five_seconds_after_a_success():
     clock = Clock()
     rules = ServiceRules(clock)
     assert rules.subscribe_refusal("c", "s") is None
+    rules.subscribe_succeeded("c", "s")
     clock.now += 0.5
     assert rules.subscribe_refusal("c", "s")[1] == "LimitExceededException"
     clock.now += 1.5
@@ -74,3 +75,18 @@ def test_subscribe_rules_once_a_second_and_five_seconds_after_a_success():
     clock.now += 3.5
     assert rules.subscribe_refusal("c", "s") is None
     assert sum(rules.violations.values()) == 2
+
+
+def test_a_refused_subscribe_call_starts_no_five_second_wait():
+    """A call the proxy passed but that was then refused (an injected fault, or the server's own
+    ResourceInUse) opened no subscription: Kinesis would take a retry a second later. (The books once
+    counted every call they passed as a success, and so blamed the connector for its retries.)"""
+    clock = Clock()
+    rules = ServiceRules(clock)
+    assert rules.subscribe_refusal("c", "s") is None  # ...then refused downstream: no success
+    clock.now += 1.2
+    assert rules.subscribe_refusal("c", "s") is None
+    rules.subscribe_succeeded("c", "s")
+    clock.now += 1.2
+    assert rules.subscribe_refusal("c", "s")[1] == "ResourceInUseException"
+    assert dict(rules.violations) == {"SubscribeToShard within 5 s of a success": 1}

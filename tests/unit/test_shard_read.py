@@ -87,6 +87,26 @@ def test_the_record_limit_cuts_a_page_and_keeps_nothing():
     assert source.limits_asked == [4]
 
 
+def test_a_source_that_takes_back_the_rest_of_a_page_keeps_a_read_cut_inside_it():
+    """Fan-out's agent puts the rest of the last event back (`keeps_partial`): a read cut by the
+    record limit keeps its subscription at its end, and the shard's next batch continues it. (Were it
+    not kept, the next batch would subscribe anew and wait out the service's 5 s: under a budget shorter
+    than that the shard never got a record again; found by the chaos suite with KPL aggregates.)"""
+    source = ScriptedPages([page(range(1, 11), behind_ms=0)], keeps_partial=True)
+    cols, end, source = read(source, max_records=4)
+    assert seqs(cols) == ["1", "2", "3", "4"] and source.kept == [Position.after("4")] == [end.end]
+
+
+def test_a_read_that_starts_inside_an_aggregate_continues_what_the_last_one_kept():
+    """A start inside a partly taken aggregate asks for the kept continuation where the source gives
+    the rest of a page back, and only there."""
+    start = Position.inside("7", 2)
+    for keeps_partial in (True, False):
+        source = ScriptedPages([page([7, 8], behind_ms=0)], keeps_partial=keeps_partial)
+        read(source, start)
+        assert source.opens[0][2] is keeps_partial  # reuse asked for
+
+
 def test_a_read_far_behind_keeps_no_continuation():
     """Over an hour behind, the next batch must verify its start (records may age out meanwhile)."""
     _cols, _end, source = read([page([1], behind_ms=2 * 3600 * 1000)], seconds=0.2)
@@ -265,6 +285,7 @@ class ToyPages:
     context: ReadContext
     at: int = 0
     log: list[str] = field(default_factory=list)
+    keeps_partial: bool = False
 
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
         self.at = int(position.seq) if position.seq else 0

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...aws.subscribe import Subscription
 from ...config.stream_specs import StreamSpec
-from ...model import Position
+from ...model import AFTER, INSIDE, Position, seq_key
 
 SUBSCRIBE_SPACING_S = 1.0  # SubscribeToShard: one call per second per consumer and shard
 RESUBSCRIBE_AFTER_S = 5.0  # ...and ResourceInUseException within 5 s of the last successful one
@@ -92,6 +92,22 @@ class Spacing:
                 self._succeeded[key] = now
 
 
+def _from(event: dict[str, Any], position: Position, with_anchor: bool = False) -> dict[str, Any] | None:
+    """The event's records from `position` on (after S; inside S: S itself on, the read skips the
+    aggregate's consumed user records; `with_anchor`: S itself on in either case, for a read that
+    checks S is there), or None when none is left. Other positions keep it whole."""
+    if position.kind not in (AFTER, INSIDE) or position.seq is None:
+        return event
+    records = event["Records"]
+    at = seq_key(position.seq)
+    inclusive = with_anchor or position.kind == INSIDE
+    seqs = [seq_key(s) for s in records.seqs.to_pylist()]
+    first = next((i for i, s in enumerate(seqs) if s > at or (inclusive and s == at)), len(seqs))
+    if first >= len(seqs):
+        return None
+    return event if first == 0 else dict(event, Records=records.slice(first))
+
+
 class HeldSubscription:
     """One open subscription and the messages its pump thread has taken from it: ("event", response),
     then ("end", None) or ("error", exception)."""
@@ -103,6 +119,10 @@ class HeldSubscription:
         self.relay_key = b""  # the key of the query run that opened it (see `relay`)
         self.behind = -1  # MillisBehindLatest of the last event handed out
         self.subscribed_ms = 0  # wall-clock time the service accepted it (see `Spacing`)
+        self.read_start: Position | None = None  # where the read holding it started (see `rewind`)
+        self.read_verified = False  # that read checks its start is still there (see `begin_read`)
+        self.read_events: list[dict[str, Any]] = []  # the events that read took, in order
+        self.requeued = False  # the front of the queue is the rest of the last event (`requeue_after`)
         self.since = time.monotonic()
         self.closing = False
         self._items: collections.deque[tuple[str, Any]] = collections.deque()
@@ -145,8 +165,55 @@ class HeldSubscription:
             item = self._items[0] if peek else self._items.popleft()
             if not peek and item[0] == "event":
                 self.behind = int(item[1].get("MillisBehindLatest", -1))
+                self.read_events.append(item[1])
+                self.requeued = False
             self._ready.notify_all()
             return item
+
+    def begin_read(self, position: Position, verified: bool = False) -> None:
+        """A read starts (or continues) this subscription at `position`: the events it takes are
+        remembered until it keeps the subscription, so that a retry of it can start over (`rewind`).
+        `verified`: the subscription was opened at S itself for a read that checks S is still there."""
+        self.read_start, self.read_events, self.read_verified = position, [], verified
+
+    def requeue_after(self, position: Position) -> int:
+        """A read that stopped inside the last event it took (a batch limit, or inside a KPL aggregate)
+        kept the subscription at `position`: the records of that event from `position` on go back to
+        the front of the queue, so that the next read gets them first (it skips the consumed user
+        records of an aggregate itself). Without this, a read that stopped inside an event could not
+        keep its subscription, and the shard's next batch had to subscribe again and wait out the
+        service's 5 seconds; under a batch budget shorter than that, batch after batch, the read never
+        got a record. Returns how many records went back."""
+        event = self.read_events[-1] if self.read_events else None
+        rest = None if event is None else _from(event, position)
+        if rest is None:
+            return 0
+        with self._ready:
+            self._items.appendleft(("event", rest))
+            self._ready.notify_all()
+        self.requeued = True
+        return len(rest["Records"])
+
+    def rewind(self, position: Position) -> bool:
+        """A read that wants this kept subscription at `position`, where the read that kept it started:
+        a retry of that read (its task failed before recording its batch end). The events that read
+        took go back in front of the queue, from `position` on, in place of the rest `requeue_after`
+        put there, so the retry continues the same subscription instead of subscribing again within the
+        service's 5 seconds. False when `position` is not where that read started."""
+        if self.read_start is None or position != self.read_start or not self.read_events:
+            return False
+        with self._ready:
+            if self.requeued and self._items and self._items[0][0] == "event":
+                self._items.popleft()  # (the last event's rest: it comes back whole below)
+            for event in reversed(self.read_events):
+                # (a verified read's retry gets S too, and checks it as the read did: see `open`)
+                rest = _from(event, position, with_anchor=self.read_verified)
+                if rest is not None:
+                    self._items.appendleft(("event", rest))
+            self._ready.notify_all()
+        self.requeued = False
+        self.read_events = []
+        return True
 
     @property
     def pending(self) -> int:
@@ -183,9 +250,18 @@ class SubscriptionHub:
         with self._lock:
             kept = self._kept.pop(key, None)
         if kept is not None:
-            if want.reuse and kept.position == want.position and kept.relay_key == want.relay_key:
-                kept.batch = want.batch
-                return kept, False
+            if want.reuse and kept.relay_key == want.relay_key:
+                if kept.position == want.position:
+                    kept.batch = want.batch
+                    kept.begin_read(want.position)
+                    return kept, False
+                verified = kept.read_verified
+                if kept.rewind(want.position):
+                    # A retry: a read that was verified is answered as a new subscription, so that the
+                    # retry checks S as its failed attempt did (and reports the same loss if S is gone).
+                    kept.batch = want.batch
+                    kept.begin_read(want.position, verified)
+                    return kept, verified
             kept.close()
         self.spacing.before_subscribe(key, want.subscribed_ms)
         try:
@@ -197,6 +273,7 @@ class SubscriptionHub:
             raise
         held = HeldSubscription(key, subscription)
         held.batch, held.relay_key = want.batch, want.relay_key
+        held.begin_read(want.position, want.verify)
         if want.relay_key:
             self.relayed_at = time.monotonic()
         first = held.take(FIRST_MESSAGE_WAIT_S, peek=True)
@@ -220,10 +297,14 @@ class SubscriptionHub:
         one: a remote read brings no stream settings."""
         with self._lock:
             kept = self._kept.get(key)
-            if kept is None or kept.relay_key != relay_key or kept.position != position:
+            if kept is None or kept.relay_key != relay_key:
+                return None
+            # (a verified read's retry is not relayed: it subscribes where it runs and checks S itself)
+            if kept.position != position and (kept.read_verified or not kept.rewind(position)):
                 return None
             del self._kept[key]
         kept.batch = batch
+        kept.begin_read(position)
         self.relayed_at = time.monotonic()
         return kept
 
@@ -255,6 +336,7 @@ class SubscriptionHub:
                 self._with_records[batch] = now
 
     def keep(self, held: HeldSubscription, position: Position) -> None:
+        held.requeue_after(position)
         held.position, held.since = position, time.monotonic()
         with self._lock:
             old = self._kept.pop(held.key, None)

@@ -82,7 +82,13 @@ class ReadContext:
 
 class PageSource(Protocol):
     """One shard read's source of pages. A read calls `open` first and after every `REOPEN`, then
-    `next_page` until the loop is done, then `keep` (when it ended between two pages) and `close`."""
+    `next_page` until the loop is done, then `keep` (when it ended between two pages, or anywhere when
+    `keeps_partial`) and `close`."""
+
+    # Whether `keep` may be given a position inside the last page (a batch limit, or inside a KPL
+    # aggregate): the source then hands the rest of that page to the next read first (fan-out's agent
+    # does; a polling iterator only continues after the whole page).
+    keeps_partial: bool
 
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
         """Position the source at `position`: with `reuse`, continue what the shard's last read kept
@@ -101,7 +107,7 @@ class PageSource(Protocol):
         ...
 
     def keep(self, position: Position) -> str:
-        """The read ended between two pages at `position`: keep the continuation for the shard's next
+        """The read ended at `position` (between two pages, unless `keeps_partial`): keep the continuation for the shard's next
         batch (in this process, or the executor's agent), if the source can. Returns a hint for the
         shard's next read, wherever it runs (recorded with the batch end, handed to that read as
         `ReadContext.holder`; its form is the mode's own), or "" when there is nothing to say."""

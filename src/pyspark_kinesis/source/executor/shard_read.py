@@ -110,9 +110,10 @@ class ShardRead(BatchCut):
             return self.cols, ShardEnd(start=start, end=start)
         if until is None and start.kind == TIMESTAMP:
             self.policy.check_start(start)
-        # The shard's last read may have left its continuation exactly at `start` (never inside an
-        # aggregate: nothing to skip then).
-        reuse = until is None and start.kind != INSIDE and self.origin == start
+        # The shard's last read may have left its continuation exactly at `start` (inside an aggregate
+        # only where the source hands the rest of the last page back: the read skips what it consumed).
+        partial_ok = self.source.keeps_partial
+        reuse = until is None and (start.kind != INSIDE or partial_ok) and self.origin == start
         opened = False
         try:
             for _step in range(MAX_STEPS):
@@ -131,8 +132,10 @@ class ShardRead(BatchCut):
                     break
             else:
                 raise ReadStuckError(f"{self.policy.where}: the read did not end within {MAX_STEPS} steps")
-            # (a verified open whose S has not come back yet would hand S to the next batch unchecked)
-            between = opened and not (self.stop or self.closed) and self.resume.kind != INSIDE
+            # A read that stopped inside a page keeps only where the source gives the rest back. (A
+            # verified open whose S has not come back yet would hand S to the next batch unchecked.)
+            partial = self.stop or self.resume.kind == INSIDE
+            between = opened and not self.closed and (partial_ok or not partial)
             between = between and self.anchor is None
             if until is None and between and self.behind < CACHE_MAX_BEHIND_MS:
                 self.holder = self.source.keep(self.resume)

@@ -75,6 +75,8 @@ def holder_hint(holder: str) -> tuple[str, int]:
 class FanOutPages:
     """The SubscribeToShard events of one shard read, through the executor's fan-out agent."""
 
+    keeps_partial = True  # the agent puts the rest of the last event back for the next read
+
     def __init__(self, context: ReadContext) -> None:
         spec = context.proxy.spec
         if spec.consumer_arn is None:
@@ -149,8 +151,10 @@ class FanOutPages:
         return True
 
     def keep(self, position: Position) -> str:
-        """The read took whole events and ended between two: the shard's next batch, in any worker of
-        any executor, continues this subscription from exactly here (see `agent.relay`)."""
+        """The read ended at `position`, between two events or inside the last one (a batch limit, a
+        KPL aggregate partly taken): the shard's next batch, in any worker of any executor, continues
+        this subscription from exactly here, the agent handing it the rest of that event first (see
+        `agent.hub.HeldSubscription.requeue_after`, `agent.relay`)."""
         if self.subscribed and self.link is not None and not self.link.broken:
             with contextlib.suppress(*STREAM_ERRORS):  # (a lost agent keeps nothing: no harm)
                 return self.link.keep(position)

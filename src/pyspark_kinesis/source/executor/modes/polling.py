@@ -42,6 +42,8 @@ def classify(exc: Exception, spec: StreamSpec) -> Fault:
 class PollingPages:
     """GetRecords pages of one shard read."""
 
+    keeps_partial = False  # an iterator continues after the whole page only
+
     def __init__(self, context: ReadContext) -> None:
         self.context, self.proxy, self.shard = context, context.proxy, context.shard
         self.key = (context.proxy.spec.key, context.shard)
