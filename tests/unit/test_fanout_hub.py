@@ -251,3 +251,16 @@ def test_a_retry_of_a_verified_read_checks_its_start_again(client):
     assert retry is held and fresh and len(client.calls) == 1
     _kind, response = hub.next_for(retry, 2.0, settle=False)
     assert response["Records"].seqs.to_pylist() == ["5", "6", "7"]
+
+
+def test_a_long_read_is_not_remembered_for_a_retry_past_the_cap(client, monkeypatch):
+    """The events a read took are kept for a retry only up to REWIND_MAX_BYTES (a drained backlog
+    read in one go would otherwise sit in the agent): past it, a retry subscribes anew."""
+    monkeypatch.setattr(hub_module, "REWIND_MAX_BYTES", 2)
+    hub = SubscriptionHub(lambda spec: client)
+    held, _fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("0"), reuse=True, batch="t#0")
+    client.streams[-1].events.put(event([1, 2, 3]))  # 3 payload bytes
+    assert hub.next_for(held, 2.0, settle=False)[0] == "event"
+    hub.keep(held, Position.after("3"))
+    retry, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("0"), reuse=True, batch="t#0")
+    assert fresh and retry is not held and len(client.calls) == 2

@@ -22,6 +22,9 @@ from ...model import AFTER, INSIDE, Position, seq_key
 
 SUBSCRIBE_SPACING_S = 1.0  # SubscribeToShard: one call per second per consumer and shard
 RESUBSCRIBE_AFTER_S = 5.0  # ...and ResourceInUseException within 5 s of the last successful one
+# A read's events are remembered for a retry of it (`HeldSubscription.rewind`) up to this many payload
+# bytes (a batch's default share of a shard); beyond, a retry subscribes anew as it did before.
+REWIND_MAX_BYTES = 64 * 1024 * 1024
 FIRST_MESSAGE_WAIT_S = 5.0  # a new subscription's first message is awaited (a refusal may be one)
 QUEUE_EVENTS = 8  # events read ahead per subscription before TCP holds the service back
 MAX_IDLE_S = 30.0  # a kept subscription not taken again by then is closed
@@ -121,7 +124,9 @@ class HeldSubscription:
         self.subscribed_ms = 0  # wall-clock time the service accepted it (see `Spacing`)
         self.read_start: Position | None = None  # where the read holding it started (see `rewind`)
         self.read_verified = False  # that read checks its start is still there (see `begin_read`)
-        self.read_events: list[dict[str, Any]] = []  # the events that read took, in order
+        self.read_events: list[dict[str, Any]] = []  # the events that read took, in order (capped)
+        self.read_bytes = 0  # their payload bytes (see REWIND_MAX_BYTES)
+        self.last_event: dict[str, Any] | None = None  # the last event a read took (`requeue_after`)
         self.requeued = False  # the front of the queue is the rest of the last event (`requeue_after`)
         self.since = time.monotonic()
         self.closing = False
@@ -165,8 +170,8 @@ class HeldSubscription:
             item = self._items[0] if peek else self._items.popleft()
             if not peek and item[0] == "event":
                 self.behind = int(item[1].get("MillisBehindLatest", -1))
-                self.read_events.append(item[1])
-                self.requeued = False
+                self.last_event, self.requeued = item[1], False
+                self._remember(item[1])
             self._ready.notify_all()
             return item
 
@@ -175,6 +180,18 @@ class HeldSubscription:
         remembered until it keeps the subscription, so that a retry of it can start over (`rewind`).
         `verified`: the subscription was opened at S itself for a read that checks S is still there."""
         self.read_start, self.read_events, self.read_verified = position, [], verified
+        self.read_bytes, self.last_event = 0, None
+
+    def _remember(self, event: dict[str, Any]) -> None:
+        """Keep a taken event for a retry, while the read's events stay under REWIND_MAX_BYTES (a long
+        read, a drained backlog, would otherwise hold all it read here)."""
+        if self.read_start is None:
+            return
+        self.read_bytes += event["Records"].payload_bytes
+        if self.read_bytes > REWIND_MAX_BYTES:
+            self.read_start, self.read_events = None, []  # (no rewind for this read)
+        else:
+            self.read_events.append(event)
 
     def requeue_after(self, position: Position) -> int:
         """A read that stopped inside the last event it took (a batch limit, or inside a KPL aggregate)
@@ -184,7 +201,7 @@ class HeldSubscription:
         keep its subscription, and the shard's next batch had to subscribe again and wait out the
         service's 5 seconds; under a batch budget shorter than that, batch after batch, the read never
         got a record. Returns how many records went back."""
-        event = self.read_events[-1] if self.read_events else None
+        event = self.last_event
         rest = None if event is None else _from(event, position)
         if rest is None:
             return 0
