@@ -1,0 +1,42 @@
+"""The CPU benchmark's figures from its measurements (benchmarks/cpu.py), without Spark: the marginal
+cost is the median of each round's (whole - fixed) pair, the fixed cost is shown with its spread, and
+the cross-check column says how much busy time nothing measured explains."""
+
+from __future__ import annotations
+
+from benchmarks import cpu
+from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, Usage
+
+
+def usage(total: float, busy: float) -> Usage:
+    return Usage(
+        seconds={JVM: total / 2, EXECUTOR_PYTHON: total / 4, DRIVER_PYTHON: total / 4},
+        busy=busy,
+        servers=0.1,
+    )
+
+
+def row() -> cpu.CpuRow:
+    r = cpu.CpuRow("memory", 1000, 4, 100_000)  # 100 MB
+    r.loop_cpu, r.loop_wall, r.spark_wall = [2.0, 2.0, 2.0], [3.0, 3.0, 3.0], [2.0, 2.0, 2.0]
+    # Rounds interleaved: a slow round moves both of its measurements.
+    r.fixed = [usage(1.0, 1.1), usage(2.0, 2.1), usage(1.2, 1.3)]
+    r.spark = [usage(3.0, 3.1), usage(4.5, 4.6), usage(3.1, 3.6)]
+    return r
+
+
+def test_the_marginal_cost_pairs_each_round_and_the_fixed_cost_shows_its_spread():
+    r = row()
+    assert r.marginal_s() == 2.0  # per-round differences 2.0, 2.5, 1.9: their median
+    assert r.marginal_rate() == 50.0
+    cells = dict(zip(cpu.HEADER, cpu.table_rows([r])[0], strict=True))
+    assert cells["fixed CPU-s per query"] == "1.20 (1.00-2.00)"
+    share, flagged = r.unexplained()
+    assert flagged == 1  # the last round's 0.4 s unexplained of 3.6 s busy is over 5%
+    assert cells["busy time unexplained (measurements over 5%)"] == f"{share:+.1%} (1 flagged)"
+
+
+def test_the_section_prints_the_command_that_regenerates_it():
+    command = "bash scripts/bench.sh cpu --server memory --sizes 1000 --shards 4 --mb 1000 --rounds 3"
+    text = cpu.markdown_cpu([row()], 5.0, command)
+    assert f"with `{command}`" in text and "busy time" in text
