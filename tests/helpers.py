@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections import defaultdict
@@ -162,3 +163,9 @@ def shard_sequences(kin, stream: str) -> dict[str, list[tuple[str, str]]]:
                 break
         out[sid] = records
     return out
+
+
+def kcl_hash(key: str) -> int:
+    """A user record's effective hash key as the KCL computes it when it has no explicit hash key: the
+    MD5 of its partition key as a 128-bit number (computed here, independently of the connector)."""
+    return int(hashlib.md5(key.encode()).hexdigest(), 16)

@@ -4,7 +4,6 @@ ground truth read straight from the server."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import random
 import threading
@@ -17,15 +16,10 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 
 from tests.chaos.plan import KEYS
+from tests.helpers import kcl_hash
 
 KPL_MAGIC = b"\xf3\x89\x9a\xc2"
 RESEND_S = 120.0  # how long the producer keeps re-sending a misplaced aggregate's user records
-
-
-def kcl_hash(key: str) -> int:
-    """A user record's effective hash key as the KCL computes it (no explicit hash key): MD5 of the
-    partition key, as a 128-bit integer. Computed here, not taken from the connector."""
-    return int(hashlib.md5(key.encode()).hexdigest(), 16)
 
 
 class Producer(threading.Thread):

@@ -6,20 +6,14 @@ aws-kinesis-agg and each key's shard computed here as the KCL computes it (MD5 o
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from tests.helpers import client, new_stream
+from tests.helpers import client, kcl_hash, new_stream
 from tests.integration.streaming_util import Collector, reader, run_available_now
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 HALF = 2**127
-
-
-def kcl_hash(key: str) -> int:
-    return int(hashlib.md5(key.encode()).hexdigest(), 16)
 
 
 def stream_with_a_misplaced_aggregate(endpoint: str) -> tuple[str, list[bytes]]:
