@@ -157,7 +157,6 @@ class Result:
     aged_out: int = 0  # records a stop aged out before the query delivered them (expected, reported)
     loss_warnings: int = 0  # the driver's data-loss reports (failOnDataLoss=false), any master
     unreported: list[str] = field(default_factory=list)  # shards that lost records no driver report named
-    misplaced_dropped: int = 0  # user records the ground truth left out of aggregates that held them wrongly
     other_rows: int = 0  # rows of the query's other source (the two-source shape): none means it never ran
     unplanned_exits: int = 0  # driver processes that ended by themselves with an error
     hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit

@@ -60,6 +60,8 @@ class Producer(threading.Thread):
                     self._put_misplaced(numbers)
                 else:
                     self._put(numbers)
+            except RuntimeError:
+                raise  # (the guards below: a rejected record or a re-send that never went through)
             except Exception:
                 time.sleep(0.2)
                 continue
@@ -97,6 +99,8 @@ class Producer(threading.Thread):
             try:
                 self._put(resend)
                 return
+            except RuntimeError:
+                raise
             except Exception:
                 if time.monotonic() > deadline:
                     raise RuntimeError("could not re-send a misplaced aggregate's records") from None
