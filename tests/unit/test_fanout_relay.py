@@ -24,7 +24,7 @@ from pyspark_kinesis.source.agent import process, relay
 from pyspark_kinesis.source.agent.hub import Want
 from pyspark_kinesis.source.agent.link import AgentLink, UnixChannel
 from pyspark_kinesis.source.executor.modes.fanout import FanOutPages, holder_hint
-from tests.unit.scripted import SHARD, SPEC, FakeProxy, context
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, context, records
 from tests.unit.test_fanout_hub import FakeClient, event
 
 CONSUMER = SPEC.consumer_arn
@@ -368,3 +368,32 @@ def test_an_agent_with_a_wildcard_address_relays_nothing_and_says_why(service, m
         assert address(kept_on(path, service)) == ""  # a keyed read: the relay would start here
     assert listening_ports() <= before
     assert any("wildcard" in r.getMessage() for r in caplog.records)
+
+
+def test_a_second_attempt_of_a_read_whose_subscription_is_in_use_reads_by_get_records(service, monkeypatch):
+    """Spark speculates a slow read on another executor. The first attempt (on A) holds the shard's
+    subscription; a second subscription from B would take it from A (the service keeps one per consumer
+    and shard, and refuses a second within 5 s), and A would subscribe back. So the second attempt of
+    the same batch's read takes its records by GetRecords, and hands the shard's next read back to A;
+    a read of another batch that finds it in use still subscribes where it runs."""
+    a_path, b_path = start_agent(service), start_agent(service)
+    where = kept_on(a_path, service)
+    first = local_link(a_path)  # the first attempt of batch tok#7's read, on A
+    assert first.open(Want(SPEC, CONSUMER, SHARD, Position.after("2"), True, "tok#7", relay_key=KEY)) is False
+    monkeypatch.setattr(link_module, "socket_path", lambda owner: b_path)  # the second attempt, on B
+    answer = {"Records": records(["3", "4"]), "MillisBehindLatest": 0, "NextShardIterator": "it-next"}
+    proxy = FakeProxy(answers=[answer])
+    pages = FanOutPages(replace(context(proxy, seconds=2.0), holder=where, relay_key=KEY))
+    assert pages.open(Position.after("2"), verify=False, reuse=True) is True
+    assert proxy.calls[0] == ("GetShardIterator", Position.after("2"))
+    assert pages.next_page(100).records.seqs.to_pylist() == ["3", "4"]
+    assert pages.keep(Position.after("4")) == where  # the holder keeps the shard's subscription
+    pages.close()
+    assert len(service.calls) == 1  # no SubscribeToShard from B
+    other = FanOutPages(
+        replace(context(FakeProxy(), seconds=2.0), holder=where, relay_key=KEY, batch_key="tok#8")
+    )
+    assert other.open(Position.after("2"), verify=False, reuse=True) is True
+    other.close()
+    assert len(service.calls) == 2  # (not a second attempt: it subscribes, as before)
+    first.close()

@@ -253,6 +253,7 @@ class SubscriptionHub:
         self.spacing = Spacing()
         self._lock = threading.Lock()
         self._kept: dict[Key, HeldSubscription] = {}
+        self._reading: dict[Key, HeldSubscription] = {}  # handed to a read now (see `busy`)
         self._with_records: dict[str, float] = {}  # batches a read has taken records for, since when
         self._reads = 0
         self.idle_since = time.monotonic()
@@ -271,14 +272,14 @@ class SubscriptionHub:
                 if kept.position == want.position:
                     kept.batch = want.batch
                     kept.begin_read(want.position)
-                    return kept, False
+                    return self._handed(kept), False
                 verified = kept.read_verified
                 if kept.rewind(want.position):
                     # A retry: a read that was verified is answered as a new subscription, so that the
                     # retry checks S as its failed attempt did (and reports the same loss if S is gone).
                     kept.batch = want.batch
                     kept.begin_read(want.position, verified)
-                    return kept, verified
+                    return self._handed(kept), verified
             kept.close()
         self.spacing.before_subscribe(key, want.subscribed_ms)
         try:
@@ -300,13 +301,35 @@ class SubscriptionHub:
             raise first[1]
         self.spacing.answered(key, ok=True)
         held.subscribed_ms = int(time.time() * 1000)
-        return held, True
+        return self._handed(held), True
+
+    def _handed(self, held: HeldSubscription) -> HeldSubscription:
+        with self._lock:
+            self._reading[held.key] = held
+        return held
+
+    def busy(self, key: Key, relay_key: bytes) -> tuple[str, int] | None:
+        """(batch, subscribed_ms) of the read of the same query run that holds `key`'s subscription right
+        now, or None. A read on another executor that finds the shard's subscription in use by a read of
+        its own batch is a second attempt of that read (Spark's speculation): subscribing there would
+        take the subscription from the first attempt (the service keeps one per consumer and shard, and
+        refuses a second within 5 s), which would then subscribe back; it reads by GetRecords instead
+        (see `executor.modes.fanout`)."""
+        with self._lock:
+            held = self._reading.get(key)
+            if held is None or held.closing or held.relay_key != relay_key:
+                return None
+            return held.batch, held.subscribed_ms
 
     def relay_key_of(self, key: Key) -> bytes | None:
-        """The query run's key of the subscription kept for `key`, if one is kept for other executors."""
+        """The query run's key of the subscription kept for `key` (or in use by a read: see `busy`), if
+        its query run lets other executors continue it."""
         with self._lock:
-            kept = self._kept.get(key)
-            return kept.relay_key if kept is not None and kept.relay_key else None
+            held = self._kept.get(key)
+            if held is None:
+                held = self._reading.get(key)
+                held = held if held is not None and not held.closing else None
+            return held.relay_key if held is not None and held.relay_key else None
 
     def resume(self, key: Key, relay_key: bytes, position: Position, batch: str) -> HeldSubscription | None:
         """For a read on another executor (see `relay`): the subscription kept for `key` by the same
@@ -320,6 +343,7 @@ class SubscriptionHub:
             if kept.position != position and (kept.read_verified or not kept.rewind(position)):
                 return None
             del self._kept[key]
+            self._reading[key] = kept
         kept.batch = batch
         kept.begin_read(position)
         self.relayed_at = time.monotonic()
@@ -358,6 +382,8 @@ class SubscriptionHub:
         with self._lock:
             old = self._kept.pop(held.key, None)
             self._kept[held.key] = held
+            if self._reading.get(held.key) is held:
+                del self._reading[held.key]
         if old is not None and old is not held:
             old.close()
 
@@ -366,6 +392,8 @@ class SubscriptionHub:
         with self._lock:
             stale = [k for k, held in self._kept.items() if now - held.since > MAX_IDLE_S]
             closing = [self._kept.pop(k) for k in stale]
+            for k in [k for k, held in self._reading.items() if held.closing]:
+                del self._reading[k]
             if self._reads or self._kept:
                 self.idle_since = now
             if any(held.relay_key for held in self._kept.values()):

@@ -206,6 +206,9 @@ class AgentLink:
         if kind == "refused":
             self.open_now = False
             raise relay.RelayRefused(str(value))
+        if kind == "busy":
+            self.open_now = False
+            raise relay.RelayBusy(str(value[0]), int(value[1]))
         if kind == "error":
             self.open_now = False  # the agent dropped the subscription
             raise decode_error(value)
@@ -221,7 +224,7 @@ class AgentLink:
 
     def resume(self, position: Position, batch: str) -> None:
         """On a holder's link: continue the subscription it keeps at exactly `position` (RelayRefused
-        when it keeps it elsewhere, or no longer)."""
+        when it keeps it elsewhere, or no longer; RelayBusy when a read holds it right now)."""
         self._ask(("continue", position, batch))
         self.open_now = True
 

@@ -120,7 +120,10 @@ class _Session:
                     return ("refused", "continue is for reads from other executors")
                 (key, relay_key) = self.remote
                 self.held = hub.resume(key, relay_key, message[1], message[2])
-                return ("ok", False) if self.held is not None else ("refused", "not kept at that position")
+                if self.held is not None:
+                    return ("ok", False)
+                busy = hub.busy(key, relay_key)
+                return ("busy", busy) if busy is not None else ("refused", "not kept at that position")
             if self.remote is not None:
                 return ("refused", "a read from another executor only continues a kept subscription")
             if message[1].relay_key:

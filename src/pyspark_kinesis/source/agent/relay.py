@@ -63,6 +63,14 @@ class RelayRefused(Exception):
     could not be reached): the read subscribes where it runs."""
 
 
+class RelayBusy(RelayRefused):
+    """The holder's subscription is in use by a read right now, of `batch` (see `hub.SubscriptionHub.busy`)."""
+
+    def __init__(self, batch: str, subscribed_ms: int) -> None:
+        super().__init__(f"the subscription is in use by a read of batch {batch}")
+        self.batch, self.subscribed_ms = batch, subscribed_ms
+
+
 WILDCARDS = ("0.0.0.0", "::", "[::]")
 
 

@@ -32,6 +32,9 @@ is fan-out's own:
   still open, e.g. one another executor holds), after a backoff. The service's spacing rules (one
   SubscribeToShard per second per consumer and shard, none within 5 s of the last successful one) are
   kept by the agent before it is refused.
+- A second attempt of a read (Spark's speculation) that finds the holder's subscription in use by the
+  first attempt of its batch reads by GetRecords: a subscription of its own would take the shard's one
+  from the first attempt, which would subscribe back, each within the service's 5 s of the other.
 """
 
 from __future__ import annotations
@@ -56,8 +59,9 @@ from ....errors import StreamAccessError
 from ....model import INSIDE, TIMESTAMP, Position
 from ...agent.hub import Want
 from ...agent.link import AgentLink, SubscriptionEnded
-from ...agent.relay import RelayRefused
+from ...agent.relay import RelayBusy, RelayRefused
 from ..pages import Fault, FaultKind, Page, ReadContext
+from .polling import PollingPages
 
 REPLAY_WAIT_S = 10.0  # a replay (no deadline) asks for events this long at a time...
 REPLAY_IDLE_WAITS = 6  # ...and takes this many empty waits in a row as a broken subscription
@@ -84,6 +88,7 @@ class FanOutPages:
         self.context, self.spec, self.consumer = context, spec, spec.consumer_arn
         self.link: AgentLink | None = None
         self.link_is_remote = False  # `link` goes to another agent (see `_from_holder`)
+        self.polling: PollingPages | None = None  # a second attempt of a read reads by GetRecords
         self.subscribed = False
         self.position: Position | None = None  # after the last record handed out (a closed shard's check)
         self.read_started, self.read_wall = time.monotonic(), time.time()
@@ -97,6 +102,8 @@ class FanOutPages:
         if reuse and address and self.context.relay_key and self._from_holder(address, position):
             self.subscribed, self.position, self.idle = True, position, 0
             return False
+        if self.polling is not None:
+            return self.polling.open(position, verify=verify, reuse=False)
         try:
             # A link to another agent (the holder of the shard's last subscription) only continues what
             # that agent kept: a new subscription (that one ended, or broke) is this executor's agent's.
@@ -130,6 +137,16 @@ class FanOutPages:
             return False
         try:
             link.resume(position, self.context.batch_key)
+        except RelayBusy as busy:
+            link.close()
+            if busy.batch == self.context.batch_key:
+                # Another attempt of this very read holds the subscription now (Spark speculates a slow
+                # task on another executor): a subscription here would take it from that attempt
+                # (which would then subscribe back, each refused within the service's 5 s of the
+                # other), so this attempt reads its records by GetRecords; either attempt's batch end
+                # stands (first writer wins) and the shard's next read goes back to the holder.
+                self.polling = PollingPages(self.context)
+            return False
         except (RelayRefused, *STREAM_ERRORS):
             link.close()
             return False
@@ -141,6 +158,8 @@ class FanOutPages:
     def open_oldest(self) -> bool:
         """Whether the shard is still there is GetShardIterator's to say (a refused subscription may mean
         other things); then a subscription at TRIM_HORIZON."""
+        if self.polling is not None:
+            return self.polling.open_oldest()
         try:
             self.context.proxy.shard_iterator(self.context.shard, Position.trim_horizon())
         except CALL_ERRORS as exc:
@@ -155,6 +174,8 @@ class FanOutPages:
         KPL aggregate partly taken): the shard's next batch, in any worker of any executor, continues
         this subscription from exactly here, the agent handing it the rest of that event first (see
         `agent.hub.HeldSubscription.requeue_after`, `agent.relay`)."""
+        if self.polling is not None:
+            return self.context.holder  # (the holder still keeps the shard's subscription)
         if self.subscribed and self.link is not None and not self.link.broken:
             with contextlib.suppress(*STREAM_ERRORS):  # (a lost agent keeps nothing: no harm)
                 return self.link.keep(position)
@@ -166,6 +187,8 @@ class FanOutPages:
 
     # -- events --------------------------------------------------------------------------------------
     def next_page(self, limit: int) -> Page | None:
+        if self.polling is not None:
+            return self.polling.next_page(limit)
         link = self.link
         assert link is not None, "next_page before open"
         now = time.monotonic()
