@@ -135,79 +135,21 @@ def record_limit(config: SinkConfig, stream: str) -> int:
 
 
 def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> KinesisCommitMessage:
-    """Write one task's rows; rows are numbered from 0 in the task's input for error messages."""
-    try:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        partition = context.partitionId() if context else 0
-    except ImportError:  # pragma: no cover
-        partition = 0
+    """Write one task's rows; rows are numbered from 0 in the task's input for error messages. Each
+    row becomes an entry (`_RowEntries`) or the reason it cannot be written, which the invalid-row
+    policy turns into an error or a count (`_refuse`)."""
+    partition = _partition_id()
     producer = Producer(config)
-    encoder = value_encoder(config) if config.value.decoded else None
     sink: Producer | Aggregator = producer
     if config.aggregate:
         sink = Aggregator(producer, MAX_RECORD_BYTES, lambda stream, every: _router(config, stream, every))
     skipped: Counter[str] = Counter()
-    row = 0
     try:
-        for batch in batches:
-            names = batch.schema.names
-            data = batch.column(names.index("value" if encoder else "data")).to_pylist()
-            keys = batch.column(names.index("partitionKey")).to_pylist() if "partitionKey" in names else None
-            hashes = (
-                batch.column(names.index("explicitHashKey")).to_pylist()
-                if "explicitHashKey" in names
-                else None
-            )
-            streams = batch.column(names.index("streamName")).to_pylist() if "streamName" in names else None
-            for i in range(batch.num_rows):
-                payload = data[i]
-                if isinstance(payload, str):
-                    payload = payload.encode()
-                elif encoder is not None and payload is not None:
-                    try:
-                        payload = encoder.encode(payload)
-                    except ValueDoesNotFit as exc:
-                        raise SinkWriteError(
-                            f"Row {row} of partition {partition}: its value does not fit schema version "
-                            f"{encoder.version_id} ({exc}). Fix the row's value to the schema."
-                        ) from None
-                key = keys[i] if keys is not None else None
-                hash_key = hashes[i] if hashes is not None else None
-                stream = (streams[i] if streams is not None else None) or config.stream_name
-                if key is None and (keys is None or stream in config.auto_streams):
-                    key = _no_key(config, stream)
-                reason = "streamName is null and no streamName option is set" if stream is None else None
-                if stream is not None and stream.startswith("arn:") and arn_parts(stream) is None:
-                    reason = f"streamName '{stream}' is not a Kinesis stream ARN"
-                elif stream is not None and config.targets:
-                    resolved = config.resolve(stream)
-                    if resolved is None:
-                        reason = (
-                            f"streamName '{stream}' is not one of the streams option's entries, or names several "
-                            "of them (give the ARN)"
-                        )
-                    stream = resolved or stream
-                if reason is None:
-                    # Over 1 MiB, the stream's own limit decides (asked only then: most rows are small).
-                    limit = MAX_RECORD_BYTES
-                    if stream and payload is not None and key and len(payload) + len(key.encode()) > limit:
-                        limit = record_limit(config, stream)
-                    reason = invalid_reason(
-                        payload, key, hash_key, limit, keyless=stream in config.auto_streams
-                    )
-                if reason is not None:
-                    if not config.skip_invalid:
-                        raise SinkWriteError(
-                            f"Row {row} of partition {partition} cannot be written to Kinesis: {reason}. Fix the "
-                            "row, or set onInvalidRecord=skip to count and skip such rows."
-                        )
-                    skipped[reason.split(" (")[0]] += 1
-                else:
-                    assert stream is not None  # (no reason: the row names its stream)
-                    sink.add(Entry(stream, payload, key or "", hash_key, row))
-                row += 1
+        for row, entry in _RowEntries(config, partition).of(batches):
+            if isinstance(entry, Entry):
+                sink.add(entry)
+            else:
+                _refuse(config, entry, row, partition, skipped)
         sink.flush()
     finally:
         producer.close()
@@ -220,6 +162,121 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
         )
     stats = producer.stats
     return KinesisCommitMessage(stats.records, stats.bytes, stats.calls, stats.retried, dict(skipped))
+
+
+def _partition_id() -> int:
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        return context.partitionId() if context else 0
+    except ImportError:  # pragma: no cover
+        return 0
+
+
+def _refuse(config: SinkConfig, reason: str, row: int, partition: int, skipped: Counter[str]) -> None:
+    """The invalid-row policy: fail the task naming the row, or count the row under its reason."""
+    if not config.skip_invalid:
+        raise SinkWriteError(
+            f"Row {row} of partition {partition} cannot be written to Kinesis: {reason}. Fix the "
+            "row, or set onInvalidRecord=skip to count and skip such rows."
+        )
+    skipped[reason.split(" (")[0]] += 1
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """One Arrow batch's sink columns as Python lists (None: the input has no such column)."""
+
+    data: list[Any]
+    keys: list[Any] | None
+    hashes: list[Any] | None
+    streams: list[Any] | None
+
+    @classmethod
+    def of(cls, batch: pa.RecordBatch, value_column: str) -> _Columns:
+        names = batch.schema.names
+
+        def column(name: str) -> list[Any] | None:
+            return batch.column(names.index(name)).to_pylist() if name in names else None
+
+        data = column(value_column)
+        assert data is not None  # (`check_schema` made sure of it at query start)
+        return cls(data, column("partitionKey"), column("explicitHashKey"), column("streamName"))
+
+
+class _RowEntries:
+    """A task's rows as entries to put: the payload encoded, the stream resolved, the key filled in
+    where the row has none, and the service's limits checked; a row that breaks one gives its reason."""
+
+    def __init__(self, config: SinkConfig, partition: int) -> None:
+        self.config, self.partition = config, partition
+        self.encoder = value_encoder(config) if config.value.decoded else None
+
+    def of(self, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, Entry | str]]:
+        row = 0
+        for batch in batches:
+            cols = _Columns.of(batch, "value" if self.encoder else "data")
+            for i in range(batch.num_rows):
+                yield row, self._entry(cols, i, row)
+                row += 1
+
+    def _entry(self, cols: _Columns, i: int, row: int) -> Entry | str:
+        config = self.config
+        payload = self._payload(cols.data[i], row)
+        key = cols.keys[i] if cols.keys is not None else None
+        hash_key = cols.hashes[i] if cols.hashes is not None else None
+        stream = (cols.streams[i] if cols.streams is not None else None) or config.stream_name
+        if key is None and (cols.keys is None or stream in config.auto_streams):
+            key = _no_key(config, stream)
+        stream, reason = _target(config, stream)
+        if reason is None:
+            reason = _invalid(config, stream, payload, key, hash_key)
+        if reason is not None:
+            return reason
+        assert stream is not None  # (no reason: the row names its stream)
+        return Entry(stream, payload, key or "", hash_key, row)
+
+    def _payload(self, value: Any, row: int) -> Any:
+        if isinstance(value, str):
+            return value.encode()
+        if self.encoder is None or value is None:
+            return value
+        try:
+            return self.encoder.encode(value)
+        except ValueDoesNotFit as exc:
+            raise SinkWriteError(
+                f"Row {row} of partition {self.partition}: its value does not fit schema version "
+                f"{self.encoder.version_id} ({exc}). Fix the row's value to the schema."
+            ) from None
+
+
+def _target(config: SinkConfig, stream: str | None) -> tuple[str | None, str | None]:
+    """The stream a row goes to, as the options name it, and why it cannot go anywhere (or None)."""
+    if stream is None:
+        return None, "streamName is null and no streamName option is set"
+    if stream.startswith("arn:") and arn_parts(stream) is None:
+        return stream, f"streamName '{stream}' is not a Kinesis stream ARN"
+    if not config.targets:
+        return stream, None
+    resolved = config.resolve(stream)
+    if resolved is None:
+        return stream, (
+            f"streamName '{stream}' is not one of the streams option's entries, or names several "
+            "of them (give the ARN)"
+        )
+    return resolved, None
+
+
+def _invalid(
+    config: SinkConfig, stream: str | None, payload: Any, key: str | None, hash_key: Any
+) -> str | None:
+    """Why the service would refuse the record, or None. Over 1 MiB the stream's own limit decides
+    (asked only then: most rows are small)."""
+    limit = MAX_RECORD_BYTES
+    if stream and payload is not None and key and len(payload) + len(key.encode()) > limit:
+        limit = record_limit(config, stream)
+    return invalid_reason(payload, key, hash_key, limit, keyless=stream in config.auto_streams)
 
 
 def _no_key(config: SinkConfig, stream: str | None) -> str:
