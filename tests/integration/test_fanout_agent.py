@@ -19,8 +19,9 @@ from botocore.exceptions import ClientError
 
 from pyspark_kinesis.aws import consumers
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.agent.hub import RESUBSCRIBE_AFTER_S, Want
+from pyspark_kinesis.source.agent.hub import Want
 from pyspark_kinesis.source.agent.link import AgentLink, socket_path
+from pyspark_kinesis.source.agent.spacing import RESUBSCRIBE_AFTER_S
 from pyspark_kinesis.source.options import parse_options
 from tests.helpers import assert_subscribe_rules, client, new_stream, put
 from tests.support.fault_proxy import FaultProxy

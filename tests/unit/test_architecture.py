@@ -57,6 +57,19 @@ def test_a_violation_inside_a_function_breaks_a_contract(tmp_path):
     assert "pyspark_kinesis.source.executor.task -> pyspark_kinesis.source.driver.planner" in report
 
 
+def test_the_drained_read_never_imports_the_bounded_one(tmp_path):
+    """`task` and `drain` once imported each other (the tree's one cycle): both now run the protocol
+    of `protocol`, and a `drain` that imports `task` again breaks a contract."""
+    copy = tmp_path / "src" / "pyspark_kinesis"
+    shutil.copytree(PKG, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    drain = copy / "source" / "executor" / "drain.py"
+    drain.write_text(drain.read_text() + "\n\ndef _probe():\n    from . import task\n\n    return task\n")
+    done = lint(tmp_path / "src")
+    report = " ".join(done.stdout.split())
+    assert done.returncode != 0
+    assert "never the reverse BROKEN" in report, done.stdout[-3000:]
+
+
 def test_a_dynamic_import_is_refused_by_the_linter(tmp_path):
     """importlib hides an import from the contracts: ruff refuses it (TID251) outside assign.py."""
     probe = tmp_path / "probe.py"

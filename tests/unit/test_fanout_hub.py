@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent import hub as hub_module
+from pyspark_kinesis.source.agent import spacing
 from pyspark_kinesis.source.agent.hub import SubscriptionHub, Want
 from tests.unit.scripted import SPEC
 
@@ -78,8 +79,8 @@ def event(seqs: list[int], behind: int = 0) -> dict:
 
 @pytest.fixture
 def client(monkeypatch):
-    monkeypatch.setattr(hub_module, "SUBSCRIBE_SPACING_S", 0.05)
-    monkeypatch.setattr(hub_module, "RESUBSCRIBE_AFTER_S", 0.2)
+    monkeypatch.setattr(spacing, "SUBSCRIBE_SPACING_S", 0.05)
+    monkeypatch.setattr(spacing, "RESUBSCRIBE_AFTER_S", 0.2)
     monkeypatch.setattr(hub_module, "FIRST_MESSAGE_WAIT_S", 0.1)
     return FakeClient()
 

@@ -20,7 +20,7 @@ import pytest
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent import hub as hub_module
 from pyspark_kinesis.source.agent import link as link_module
-from pyspark_kinesis.source.agent import process, relay
+from pyspark_kinesis.source.agent import process, relay, spacing
 from pyspark_kinesis.source.agent.hub import Want
 from pyspark_kinesis.source.agent.link import AgentLink, UnixChannel
 from pyspark_kinesis.source.executor.modes.fanout import FanOutPages, holder_hint
@@ -33,8 +33,8 @@ KEY = b"k" * 32
 
 @pytest.fixture
 def service(monkeypatch):
-    monkeypatch.setattr(hub_module, "SUBSCRIBE_SPACING_S", 0.05)
-    monkeypatch.setattr(hub_module, "RESUBSCRIBE_AFTER_S", 0.2)
+    monkeypatch.setattr(spacing, "SUBSCRIBE_SPACING_S", 0.05)
+    monkeypatch.setattr(spacing, "RESUBSCRIBE_AFTER_S", 0.2)
     monkeypatch.setattr(hub_module, "FIRST_MESSAGE_WAIT_S", 0.1)
     monkeypatch.setattr(process, "IDLE_EXIT_S", 3.0)  # the agents below end on their own
     monkeypatch.setenv("PYSPARK_KINESIS_AGENT_HOST", "127.0.0.1")

@@ -2,7 +2,7 @@
 
 A task's record describes its first attempt and stands; a replay of it (after a restart, under
 asynchronous progress tracking, or a retry) that finds records gone warns in its executor's log and
-notes what it went without beside the record (`task.record_first`, `BatchEndLog.note_losses`). The
+notes what it went without beside the record (`protocol.record_first`, `BatchEndLog.note_losses`). The
 driver reads those notes for the batches it knows were replayed (checked or re-planned in its run)
 and reports them as it reports a first read's losses: its log and the lag report."""
 
@@ -12,7 +12,7 @@ import logging
 from dataclasses import replace
 
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.executor.task import record_first
+from pyspark_kinesis.source.executor.protocol import record_first
 from pyspark_kinesis.source.state.batch_log import BatchEndLog, loss_key
 from pyspark_kinesis.source.state.offsets import ShardSlice, TaskEnd, TaskPlan
 from tests.unit.planner_fakes import arn, config, logged, one_stream, read

@@ -2,7 +2,7 @@
 
 Kept apart from the agent's process and socket (`process`) so that the rules are in one place:
 a subscription is handed again only to a read that starts exactly where the last one left it
-(`SubscriptionHub.open`), SubscribeToShard calls keep the service's spacing for the whole executor (`Spacing`),
+(`SubscriptionHub.open`), SubscribeToShard calls keep the service's spacing for the whole executor (`spacing.Spacing`),
 and reads of one batch settle together (`SubscriptionHub.next_for`). See `process` for why it exists.
 """
 
@@ -19,9 +19,8 @@ from typing import Any
 from ...aws.subscribe import Subscription
 from ...config.stream_specs import StreamSpec
 from ...model import AFTER, INSIDE, Position, seq_key
+from .spacing import Key, Spacing
 
-SUBSCRIBE_SPACING_S = 1.0  # SubscribeToShard: one call per second per consumer and shard
-RESUBSCRIBE_AFTER_S = 5.0  # ...and ResourceInUseException within 5 s of the last successful one
 # A read's events are remembered for a retry of it (`HeldSubscription.rewind`) up to this many payload
 # bytes (a batch's default share of a shard); beyond, a retry subscribes anew as it did before.
 REWIND_MAX_BYTES = 64 * 1024 * 1024
@@ -31,8 +30,6 @@ MAX_IDLE_S = 30.0  # a kept subscription not taken again by then is closed
 MAX_QUEUE_WAITS = 7_200  # x 0.5 s: a subscription nobody takes events from for an hour is closed
 SETTLE_CHECK_S = 0.05  # how often a waiting read looks whether its batch has records from another read
 BATCH_MARKS_S = 600.0  # how long a batch's "has records" mark is remembered
-
-Key = tuple[str, str]  # (consumer ARN, shard id)
 
 
 @dataclass(frozen=True)
@@ -54,45 +51,6 @@ class Want:
     @property
     def key(self) -> Key:
         return (self.consumer, self.shard)
-
-
-class Spacing:
-    """When SubscribeToShard was last called and last succeeded, per consumer and shard, so that calls
-    wait for the service's spacing instead of being refused. What another executor's agent did is known
-    only through the read (`Want.subscribed_ms`, from the shard's last batch-end record): a read whose
-    holder was lost still waits out the 5 s after that holder's subscription."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._called: dict[Key, float] = {}
-        self._succeeded: dict[Key, float] = {}
-
-    def before_subscribe(self, key: Key, elsewhere_ms: int = 0) -> None:
-        """Wait for the key's turn; `elsewhere_ms`: the wall-clock time of a successful subscription
-        another agent made (another executor's clock: never waited on for more than the rule's 5 s)."""
-        with self._lock:
-            now = time.monotonic()
-            elsewhere = 0.0
-            if elsewhere_ms > 0:
-                elsewhere = elsewhere_ms / 1000.0 + RESUBSCRIBE_AFTER_S - time.time()
-                elsewhere = min(max(0.0, elsewhere), RESUBSCRIBE_AFTER_S)
-            turn = max(
-                now + elsewhere,
-                self._called.get(key, -1e9) + SUBSCRIBE_SPACING_S,
-                self._succeeded.get(key, -1e9) + RESUBSCRIBE_AFTER_S,
-            )
-            self._called[key] = turn
-        if turn > now:
-            time.sleep(turn - now)
-
-    def answered(self, key: Key, ok: bool) -> None:
-        """Spacing counts from the answer: the service saw the call before it answered, so this keeps
-        the calls apart as the service sees them."""
-        with self._lock:
-            now = time.monotonic()
-            self._called[key] = max(self._called.get(key, now), now)
-            if ok:
-                self._succeeded[key] = now
 
 
 def _from(event: dict[str, Any], position: Position, with_anchor: bool = False) -> dict[str, Any] | None:

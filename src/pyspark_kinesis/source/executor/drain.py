@@ -34,8 +34,8 @@ from ..state.offsets import ShardEnd, ShardSlice, TaskPlan
 from .columns import Columns
 from .cutting import ShardLimits
 from .pages import PageSource, ReadContext
+from .protocol import MAX_THREADS, record_first
 from .shard_read import ReadStuckError, ShardRead
-from .task import MAX_THREADS, record_first
 
 MAX_CHUNKS = 1_000_000  # chunks per shard at most (each bounded in records, bytes and time)
 
@@ -208,7 +208,7 @@ def read_drained(
     proxies: Mapping[str, KinesisProxy],
     pages: Callable[[ReadContext], PageSource] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """A drained batch's task under the protocol of `task` (record first, rows after), its rows
+    """A drained batch's task under the protocol of `protocol` (record first, rows after), its rows
     streamed from the spills. Rows as Arrow batches of the source's columns, before value decoding."""
     spills: dict[ShardRef, Spill] = {}
     try:

@@ -1,20 +1,15 @@
-"""A task's exactly-once protocol on the executor.
-
-1. If a record of this (batch, task) exists, this is a replay: read each shard exactly to its
-   recorded end.
-2. Otherwise read within the batch's limits, then try to write the record (atomic, first writer wins).
-3. If another attempt (a retry, or a speculative copy) won the race, adopt its ends: shards whose end
-   differs are read again up to the winner's end.
-Rows leave the task only after its record is durable, so every attempt emits the same rows.
+"""A task's bounded read: each shard read within the batch's limits (a fair share of the time each,
+up to `MAX_THREADS` at once), its rows held in memory until the task's batch end is recorded. The
+exactly-once protocol around it is `protocol`'s; a drained batch's task reads in chunks spilled to
+disk instead (`drain`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
 import pyarrow as pa
 
@@ -22,17 +17,17 @@ from ...aws.kinesis import KinesisProxy
 from ...errors import CheckpointMismatchError
 from ...model import ShardRef
 from ..options import SourceConfig
-from ..state.batch_log import BatchEndLog
-from ..state.offsets import BackfillSlice, ShardEnd, ShardSlice, TaskEnd, TaskPlan
+from ..state.offsets import BackfillSlice, ShardEnd, ShardSlice, TaskPlan
 from .columns import Columns
 from .cutting import ShardLimits
+from .drain import read_drained
 from .pages import ReadContext
+from .protocol import MAX_THREADS, record_first
 from .shard_read import ReadStuckError, ShardRead, fetch_shard
 
 # botocore's attempts per Kinesis call on executors: the read loop retries on within the time budget
 FETCH_ATTEMPTS = 3
 
-MAX_THREADS = 16
 MAX_BACKFILL_CHUNKS = 1_000_000  # a backfill's chunks per shard at most (each bounded in records and time)
 
 
@@ -100,52 +95,9 @@ def _proxies(config: SourceConfig, plan: TaskPlan) -> dict[str, KinesisProxy]:
     return proxies
 
 
-def same_read(a: ShardEnd, b: ShardEnd) -> bool:
-    """Two reads of a shard that emit the same rows: the same end, first record and count."""
-    return a.end == b.end and a.first == b.first and a.records == b.records
-
-
-ReadShards = Callable[[TaskPlan, Mapping[ShardRef, ShardEnd] | None], dict[ShardRef, ShardEnd]]
-
-
-def record_first(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None:
-    """The protocol above, whatever keeps the rows until they leave: `read(plan, expect)` reads the
-    plan's shards (a first attempt when `expect` is None, else each to its recorded end), keeps their
-    rows aside (a shard read again replaces its rows) and returns where each shard ended."""
-    log = BatchEndLog.open(config.metadata_path or "", config.metadata_storage_options)
-    starts = {piece.ref: piece.start for piece in plan.shards}
-    record = log.read(plan.token, plan.batch, plan.task)
-    if record is not None:
-        log.check(record, starts)
-        _note_losses(log, plan, read(plan, record.shards))
-        return
-    mine = TaskEnd(plan.token, plan.batch, plan.task, shards=read(plan, None), dropped=plan.dropped)
-    winner = log.write(mine)
-    if winner is not mine:
-        # Another attempt (a retry, a speculative copy, or the driver closing a task it took for
-        # one that never ran) recorded first: emit exactly what it recorded. Shards this attempt
-        # read differently are read again to the winner's end, with the winner's first record and
-        # count checked (data may have aged out between the two attempts).
-        log.check(winner, starts)
-        again = {p.ref for p in plan.shards if not same_read(winner.shards[p.ref], mine.shards[p.ref])}
-        if again:
-            ends = read(replace(plan, shards=tuple(p for p in plan.shards if p.ref in again)), winner.shards)
-            _note_losses(log, plan, ends)
-
-
-def _note_losses(log: BatchEndLog, plan: TaskPlan, ends: Mapping[ShardRef, ShardEnd]) -> None:
-    """What a replay went on without (failOnDataLoss=false), beside the record it replayed: the record
-    describes the first attempt and stands, and the driver reports only what the log holds."""
-    lost = {ref: end.losses for ref, end in ends.items() if end.losses}
-    if lost:
-        log.note_losses(plan.token, plan.batch, plan.task, lost)
-
-
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     """Run one task of a batch under the protocol above and yield its rows."""
     if plan.drain:  # drainInOneBatch: the same protocol, each shard read in chunks spilled to disk
-        from .drain import read_drained
-
         for batch in read_drained(config, plan, _proxies(config, plan)):
             yield _rows(batch, config)
         return

@@ -199,7 +199,7 @@ class ShardEnd:
     unrun: bool = False  # closed by the driver for a task that never ran: nothing was read
     # Where the read kept its continuation for the shard's next batch, in the read mode's own words
     # (enhanced fan-out: `host:port@ms`, the holding agent's relay address and when its subscription was
-    # opened, see `agent.relay` and `agent.hub.Spacing`). A hint, never a position.
+    # opened, see `agent.relay` and `agent.spacing.Spacing`). A hint, never a position.
     holder: str = ""
     # drainInOneBatch: the chunks the shard was read in, each bounded like a batch's read of one shard,
     # in order (this end sums them up). A replay reads them one by one, each to its own recorded end.
