@@ -134,9 +134,10 @@ class Plan:
             events=sorted(events),
             partial=False,
             shape="plain",  # (Spark refuses stateful operators under asynchronous progress tracking)
-            # (fan-out batches take seconds: an interval shorter than a batch makes every offset
-            # durable before the batch's output, and a driver kill never finds batches ahead of it)
-            async_ms=rng.choice([1000, 3000]) if self.consumer != "efo" else rng.choice([10_000, 15_000]),
+            # (batches take seconds, under the strict proxy's quotas polling's too: an interval shorter
+            # than a batch makes every offset durable before the batch's output, and a driver kill
+            # never finds batches ahead of it; one run at 1000 ms missed it)
+            async_ms=rng.choice([5000, 8000]) if self.consumer != "efo" else rng.choice([10_000, 15_000]),
             age_out="silent" if self.index % 16 < 8 else "error",
         )
 
