@@ -17,8 +17,8 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent.link import SubscriptionEnded
 from pyspark_kinesis.source.executor.modes import fanout
 from pyspark_kinesis.source.executor.modes.fanout import (
-    REPLAY_IDLE_WAITS,
-    REPLAY_WAIT_S,
+    EVENT_WAIT_S,
+    SILENT_WAITS,
     FanOutPages,
     holder_hint,
 )
@@ -250,11 +250,25 @@ def test_an_available_now_read_waits_to_its_deadline_and_never_settles():
     assert 2.5 < wait <= 3 and settle is False
 
 
-def test_a_replay_waits_ten_seconds_at_a_time():
+def test_a_read_waits_ten_seconds_at_a_time_at_most():
     link = Link(event([1], behind=500))
-    pages = source_with(link, until=Position.after("9"), push_wait_s=0.5)
+    pages = source_with(link, seconds=60, cutoff_ms=int(time.time() * 1000))
     pages.next_page(100)
-    assert link.waits == [(REPLAY_WAIT_S, False)]
+    assert link.waits == [(EVENT_WAIT_S, False)]
+
+
+def test_a_replay_reads_by_get_records_and_never_subscribes():
+    """A replay reads a recorded range: a subscription of its own would take the shard's subscription
+    from the agent that holds it for the shard's next read (and be refused within the service's 5 s of
+    it), so it asks GetRecords, as polling does."""
+    answer = {"Records": records(["5", "6"]), "MillisBehindLatest": 0, "NextShardIterator": "it-next"}
+    proxy = FakeProxy(answers=[answer])
+    pages = FanOutPages(context(proxy, until=Position.after("6")))
+    assert pages.open(Position.after("4"), verify=False, reuse=True) is True
+    assert pages.link is None  # (no agent asked: no SubscribeToShard)
+    assert pages.next_page(100).records.seqs.to_pylist() == ["5", "6"]
+    assert [call for call, _arg in proxy.calls] == ["GetShardIterator", "GetRecords"]
+    pages.close()
 
 
 def test_a_wait_past_the_deadline_still_waits_a_moment():
@@ -284,9 +298,9 @@ def test_a_quiet_read_before_its_push_wait_is_nothing_yet():
     assert source_with(Link(), seconds=30, push_wait_s=5).next_page(100) is None
 
 
-def test_a_replay_silent_for_six_waits_is_a_broken_subscription():
-    pages = source_with(Link(), until=Position.after("9"))
-    for _wait in range(REPLAY_IDLE_WAITS - 1):
+def test_a_subscription_silent_for_six_waits_is_broken():
+    pages = source_with(Link(), seconds=120, cutoff_ms=1)
+    for _wait in range(SILENT_WAITS - 1):
         assert pages.next_page(100) is None
     with pytest.raises(Fault) as info:
         pages.next_page(100)
@@ -297,7 +311,7 @@ def test_a_replay_silent_for_six_waits_is_a_broken_subscription():
 
 
 def test_an_event_resets_the_count_of_quiet_waits():
-    pages = source_with(Link(None, None, event([1], behind=500), None), until=Position.after("9"))
+    pages = source_with(Link(None, None, event([1], behind=500), None), seconds=120, cutoff_ms=1)
     for _wait in range(4):
         pages.next_page(100)
     assert pages.idle == 1

@@ -32,9 +32,12 @@ is fan-out's own:
   still open, e.g. one another executor holds), after a backoff. The service's spacing rules (one
   SubscribeToShard per second per consumer and shard, none within 5 s of the last successful one) are
   kept by the agent before it is refused.
-- A second attempt of a read (Spark's speculation) that finds the holder's subscription in use by the
-  first attempt of its batch reads by GetRecords: a subscription of its own would take the shard's one
-  from the first attempt, which would subscribe back, each within the service's 5 s of the other.
+- What another read already holds or read is read by GetRecords: a replay (a retried task whose first
+  attempt recorded its end, a speculative copy that lost the race, a restarted query's logged batch)
+  reads a recorded range, and a second attempt of a read (Spark's speculation) finds the holder's
+  subscription in use by the first attempt of its batch. A subscription of their own would take the
+  shard's one from its holder (the service keeps one per consumer and shard), which the shard's next
+  read continues, and would be refused within the service's 5 s of the holder's.
 """
 
 from __future__ import annotations
@@ -63,8 +66,8 @@ from ...agent.relay import RelayBusy, RelayRefused
 from ..pages import Fault, FaultKind, Page, ReadContext
 from .polling import PollingPages
 
-REPLAY_WAIT_S = 10.0  # a replay (no deadline) asks for events this long at a time...
-REPLAY_IDLE_WAITS = 6  # ...and takes this many empty waits in a row as a broken subscription
+EVENT_WAIT_S = 10.0  # a read asks the agent for an event this long at a time at most...
+SILENT_WAITS = 6  # ...and takes this many empty waits in a row as a broken subscription
 _EMPTY = Records.from_lists([], [], [], [])
 
 
@@ -88,7 +91,8 @@ class FanOutPages:
         self.context, self.spec, self.consumer = context, spec, spec.consumer_arn
         self.link: AgentLink | None = None
         self.link_is_remote = False  # `link` goes to another agent (see `_from_holder`)
-        self.polling: PollingPages | None = None  # a second attempt of a read reads by GetRecords
+        # A replay reads by GetRecords (and so does a second attempt of a read: see `_from_holder`).
+        self.polling: PollingPages | None = PollingPages(context) if context.replay else None
         self.subscribed = False
         self.position: Position | None = None  # after the last record handed out (a closed shard's check)
         self.read_started, self.read_wall = time.monotonic(), time.time()
@@ -192,14 +196,11 @@ class FanOutPages:
         link = self.link
         assert link is not None, "next_page before open"
         now = time.monotonic()
-        if self.context.replay:
-            wait_s = REPLAY_WAIT_S
-        else:
-            wait_s = self.context.limits.deadline - now
-            if self.settle:
-                wait_s = min(wait_s, self.read_started + self.context.limits.push_wait_s - now)
+        wait_s = self.context.limits.deadline - now
+        if self.settle:
+            wait_s = min(wait_s, self.read_started + self.context.limits.push_wait_s - now)
         try:
-            response = link.next_event(min(REPLAY_WAIT_S, max(0.01, wait_s)), self.settle)
+            response = link.next_event(min(EVENT_WAIT_S, max(0.01, wait_s)), self.settle)
         except SubscriptionEnded:
             self.subscribed = False
             raise Fault(FaultKind.REOPEN) from None
@@ -230,7 +231,7 @@ class FanOutPages:
 
     def _quiet(self) -> Page | None:
         """No push within the wait: a settled page when this read waits no longer; otherwise nothing
-        (the loop checks its budget), and for a replay, a subscription silent for a minute is broken."""
+        (the loop checks its budget); a subscription silent for a minute is broken."""
         link = self.link
         assert link is not None
         self.idle += 1
@@ -238,7 +239,7 @@ class FanOutPages:
         if self.settle and (link.settled or waited):
             page = Page(_EMPTY, link.behind, settled=True)
             return self._confirm_end(page) if self.context.to_end and link.behind == 0 else page
-        if self.idle >= REPLAY_IDLE_WAITS:
+        if self.idle >= SILENT_WAITS:
             self.subscribed = False
             cause = ConnectionError("no event from the subscription for a minute")
             raise Fault(FaultKind.BROKEN, cause)
