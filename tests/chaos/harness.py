@@ -468,6 +468,8 @@ class ChaosRun:
                     self.result.faults[f"proxy {kind}"] += count
                 if proxy.rules is not None:
                     self.result.violations.update(proxy.rules.violations)
+                    for line in proxy.rules.subscribe_details:
+                        print(f"chaos run {self.plan.index}: {line}", file=sys.stderr)
             self._check(producer.acknowledged, kin)
         except Exception as exc:  # reported in the table: a run that cannot finish is a failed run
             self.result.error = f"{exc.__class__.__name__}: {exc}"[:300]

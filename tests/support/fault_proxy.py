@@ -56,6 +56,15 @@ from tests.support.aged_out import AgedOut
 
 _AGENT = re.compile(r"pyspark-kinesis/(\w+)")
 _PID = re.compile(r"pid/(\d+)")
+_CALLER = re.compile(r"pyspark-kinesis/(\S+) pid/(\d+)")
+
+
+def caller_of(user_agent: str) -> str:
+    """`role pid` from a connector client's User-Agent (see `aws.client`), or ""."""
+    found = _CALLER.search(user_agent)
+    return f"{found.group(1)} {found.group(2)}" if found else ""
+
+
 SERVER_DOWN = json.dumps({"__type": "ServiceUnavailable", "message": "server down"}).encode()
 
 
@@ -151,7 +160,7 @@ class FaultProxy:
                 if refused is not None:
                     send_json(self, 400, refused)
                     return
-                refused = proxy.strict_refusal(operation, body)
+                refused = proxy.strict_refusal(operation, body, caller_of(self.headers.get("User-Agent", "")))
                 if refused is not None:
                     send_json(
                         self, refused[0], json.dumps({"__type": refused[1], "message": refused[2]}).encode()
@@ -326,13 +335,16 @@ class FaultProxy:
                 self.subscriptions[entry] = (*self.subscriptions[entry][:4], "server-down")
             send_json(handler, 503, SERVER_DOWN)
 
-    def strict_refusal(self, operation: str, body: bytes) -> tuple[int, str, str] | None:
-        """In strict mode, how Kinesis would refuse this call (see `service_rules`), or None."""
+    def strict_refusal(self, operation: str, body: bytes, caller: str = "") -> tuple[int, str, str] | None:
+        """In strict mode, how Kinesis would refuse this call (see `service_rules`), or None. `caller`:
+        who calls, as its User-Agent says (role and pid), for the rules' details."""
         if self.rules is None:
             return None
         request = json.loads(body or b"{}")
         if operation == "SubscribeToShard":
-            return self.rules.subscribe_refusal(request.get("ConsumerARN", ""), request.get("ShardId", ""))
+            return self.rules.subscribe_refusal(
+                request.get("ConsumerARN", ""), request.get("ShardId", ""), caller
+            )
         if operation == "GetRecords":
             with self.lock:
                 scope = self._shard_of.get(request.get("ShardIterator", ""), "")

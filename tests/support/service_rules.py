@@ -55,6 +55,12 @@ class ServiceRules:
         self.iterators: dict[str, float] = {}  # iterator -> when it was handed out
         self.subscribed: dict[tuple[str, str], tuple[float, float]] = {}  # -> (last call, last success)
         self.violations: Counter[str] = Counter()
+        # SubscribeToShard's broken rules, each with who made the call, the last call and the last success
+        # (the caller as its User-Agent names it: role and pid), so a run's log says whose calls collided.
+        self.subscribe_details: list[str] = []
+        self._subscribe_callers: dict[
+            tuple[str, str], tuple[str, str]
+        ] = {}  # -> (last call's, last success's)
 
     def _now(self) -> float:
         return self.clock()
@@ -83,18 +89,27 @@ class ServiceRules:
                 calls.append(now)
         return None
 
-    def subscribe_refusal(self, consumer: str, shard: str) -> tuple[int, str, str] | None:
+    def subscribe_refusal(self, consumer: str, shard: str, caller: str = "") -> tuple[int, str, str] | None:
         """A SubscribeToShard call, before it is forwarded. Only the call is booked here: whether it
         succeeds is known later (`subscribe_succeeded`), since the proxy may still refuse it with an
         injected fault, or the server itself may; a refused call starts no 5-second wait."""
         now = self._now()
         with self.lock:
             last_call, last_ok = self.subscribed.get((consumer, shard), (float("-inf"), float("-inf")))
+            call_by, ok_by = self._subscribe_callers.get((consumer, shard), ("", ""))
             self.subscribed[(consumer, shard)] = (now, last_ok)
+            self._subscribe_callers[(consumer, shard)] = (caller, ok_by)
+            rule, kind = "", ""
             if now - last_call < 1.0:
-                return self._broken("SubscribeToShard more than once a second", 400, LIMITED)
-            if now - last_ok < 5.0:
-                return self._broken("SubscribeToShard within 5 s of a success", 400, "ResourceInUseException")
+                rule, kind = "SubscribeToShard more than once a second", LIMITED
+            elif now - last_ok < 5.0:
+                rule, kind = "SubscribeToShard within 5 s of a success", "ResourceInUseException"
+            if rule:
+                self.subscribe_details.append(
+                    f"{rule}: {shard} by {caller or '?'}; last call {now - last_call:.2f} s before by "
+                    f"{call_by or '?'}, last success {now - last_ok:.2f} s before by {ok_by or '?'}"
+                )
+                return self._broken(rule, 400, kind)
         return None
 
     def subscribe_succeeded(self, consumer: str, shard: str) -> None:
@@ -102,6 +117,8 @@ class ServiceRules:
         with self.lock:
             last_call, _last_ok = self.subscribed.get((consumer, shard), (self._now(), float("-inf")))
             self.subscribed[(consumer, shard)] = (last_call, last_call)
+            call_by, _ok_by = self._subscribe_callers.get((consumer, shard), ("", ""))
+            self._subscribe_callers[(consumer, shard)] = (call_by, call_by)
 
     def served(self, operation: str, shard: str, answer: dict, size: int) -> None:
         """A forwarded read's answer: its iterators start their lives, its bytes count."""

@@ -90,3 +90,22 @@ def test_a_refused_subscribe_call_starts_no_five_second_wait():
     clock.now += 1.2
     assert rules.subscribe_refusal("c", "s")[1] == "ResourceInUseException"
     assert dict(rules.violations) == {"SubscribeToShard within 5 s of a success": 1}
+
+
+def test_a_broken_subscribe_rule_says_whose_calls_collided():
+    """Two executors' agents on one shard: the books name the caller, the last call's and the last
+    success's, so that a chaos run's log tells which processes broke a rule."""
+    clock = Clock()
+    rules = ServiceRules(clock)
+    assert rules.subscribe_refusal("c", "s", "reader 11") is None
+    rules.subscribe_succeeded("c", "s")
+    clock.now += 2.0
+    assert rules.subscribe_refusal("c", "s", "reader 22") is not None
+    clock.now += 0.5
+    assert rules.subscribe_refusal("c", "s", "reader 11") is not None
+    assert rules.subscribe_details == [
+        "SubscribeToShard within 5 s of a success: s by reader 22; last call 2.00 s before by reader 11, "
+        "last success 2.00 s before by reader 11",
+        "SubscribeToShard more than once a second: s by reader 11; last call 0.50 s before by reader 22, "
+        "last success 2.50 s before by reader 11",
+    ]
