@@ -9,10 +9,12 @@ import logging
 
 import pytest
 
-from pyspark_kinesis.config.option_values import SECRET_OPTIONS
 from pyspark_kinesis.errors import OptionError
-from pyspark_kinesis.sink.options import parse_sink_options
-from pyspark_kinesis.source.options import parse_options
+from pyspark_kinesis.sink.options import SINK_OPTIONS, parse_sink_options
+from pyspark_kinesis.source.options import KNOWN_OPTIONS, parse_options
+
+# The options declared secret (`config.declared.Option.secret`), the source's and the sink's.
+SECRET_OPTIONS = {o.key for o in (*KNOWN_OPTIONS.values(), *SINK_OPTIONS.values()) if o.secret}
 
 # Each value is found by a search for its text: numbers of many digits, strings that occur nowhere else.
 VALUES = [
@@ -42,6 +44,16 @@ def outcome(parse, options: dict[str, str], caplog) -> str:
     except OptionError as exc:
         message = str(exc)
     return message + "\n" + "\n".join(r.getMessage() for r in caplog.records)
+
+
+def test_the_secrets_are_the_credentials_the_role_s_external_id_and_the_storage_options():
+    assert {
+        "awsAccessKeyId",
+        "awsSecretKey",
+        "sessionToken",
+        "externalId",
+        "metadataStorageOptions",
+    } == SECRET_OPTIONS
 
 
 def assert_hidden(words: str) -> None:

@@ -96,8 +96,11 @@ def local_install() -> None:
 
 
 @app.command()
-def options() -> None:
+def options(
+    markdown: bool = typer.Option(False, "--markdown", help="Print the rows of docs' option tables instead."),
+) -> None:
     """Print the source's and the sink's options with their defaults."""
+    from ..config.declared import markdown_table
     from ..sink.options import SINK_OPTIONS
     from ..source.options import KNOWN_OPTIONS
 
@@ -105,12 +108,15 @@ def options() -> None:
         ("source options (readStream, read)", KNOWN_OPTIONS),
         ("sink options (writeStream, write)", SINK_OPTIONS),
     ):
+        if markdown:
+            typer.echo(f"{title}:\n{markdown_table(known.values())}\n")
+            continue
         table = Table(title=title)
         table.add_column("option", no_wrap=True)
         table.add_column("default")
         table.add_column("meaning")
-        for name, (default, text) in known.items():
-            table.add_row(name, default, text)
+        for option in known.values():
+            table.add_row(option.key, option.default_text, option.doc)
         console.print(table)
 
 

@@ -12,24 +12,41 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import OptionError
-from .option_values import int_option
+from .declared import INT, Option, by_key
 
-# The options every AWS call takes, shared by the source and the sink. name -> (default, meaning).
-AWS_OPTIONS: dict[str, tuple[str, str]] = {
-    "region": ("AWS_REGION / profile region", "AWS region of the stream."),
-    "endpointUrl": ("(AWS endpoint)", "Kinesis endpoint, e.g. http://127.0.0.1:4568 for a local server."),
-    "awsAccessKeyId": ("(default chain)", "Static access key id; use with awsSecretKey."),
-    "awsSecretKey": ("(default chain)", "Static secret key; never logged."),
-    "sessionToken": ("(none)", "Session token for temporary static credentials; never logged."),
-    "roleArn": ("(none)", "IAM role to assume (STS AssumeRole) for Kinesis calls; refreshed before expiry."),
-    "roleSessionName": ("pyspark-kinesis", "Session name of the assumed role."),
-    "externalId": ("(none)", "External id the role's trust policy asks for; never logged."),
-    "stsEndpointUrl": ("(AWS STS endpoint)", "STS endpoint for AssumeRole (a VPC endpoint, a local STS)."),
-    "retryMode": ("standard", "botocore retry mode: legacy | standard | adaptive."),
-    "maxAttempts": ("10", "botocore total attempts per AWS call (first try included)."),
-    "connectTimeoutMs": ("5000", "HTTP connect timeout for AWS calls."),
-    "readTimeoutMs": ("30000", "HTTP read timeout for AWS calls."),
-}
+# The options every AWS call takes, shared by the source and the sink.
+AWS_OPTIONS: tuple[Option, ...] = (
+    Option("region", "AWS region of the stream.", shown="AWS_REGION / profile region"),
+    Option(
+        "endpointUrl",
+        "Kinesis endpoint, e.g. http://127.0.0.1:4568 for a local server.",
+        shown="(AWS endpoint)",
+    ),
+    Option(
+        "awsAccessKeyId", "Static access key id; use with awsSecretKey.", shown="(default chain)", secret=True
+    ),
+    Option("awsSecretKey", "Static secret key; never logged.", shown="(default chain)", secret=True),
+    Option("sessionToken", "Session token for temporary static credentials; never logged.", secret=True),
+    Option("roleArn", "IAM role to assume (STS AssumeRole) for Kinesis calls; refreshed before expiry."),
+    Option("roleSessionName", "Session name of the assumed role.", default="pyspark-kinesis"),
+    Option("externalId", "External id the role's trust policy asks for; never logged.", secret=True),
+    Option(
+        "stsEndpointUrl",
+        "STS endpoint for AssumeRole (a VPC endpoint, a local STS).",
+        shown="(AWS STS endpoint)",
+    ),
+    Option("retryMode", "botocore retry mode: legacy | standard | adaptive.", default="standard"),
+    Option(
+        "maxAttempts",
+        "botocore total attempts per AWS call (first try included).",
+        default=10,
+        kind=INT,
+        minimum=1,
+    ),
+    Option("connectTimeoutMs", "HTTP connect timeout for AWS calls.", default=5000, kind=INT, minimum=1),
+    Option("readTimeoutMs", "HTTP read timeout for AWS calls.", default=30000, kind=INT, minimum=1),
+)
+_AWS = by_key(AWS_OPTIONS)
 
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 _SESSION_NAME = re.compile(r"^[\w+=,.@-]{2,64}$")
@@ -45,7 +62,7 @@ class AwsSettings:
     secret_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
     role_arn: str | None = None
-    role_session_name: str = "pyspark-kinesis"
+    role_session_name: str = "pyspark-kinesis"  # (the declarations below say the same: a test checks)
     external_id: str | None = field(default=None, repr=False)
     sts_endpoint_url: str | None = None
     retry_mode: str = "standard"
@@ -121,7 +138,7 @@ def aws_settings(
         external_id=external_id,
         sts_endpoint_url=_url(name("stsEndpointUrl"), opts.get("stsEndpointUrl")),
         retry_mode=retry_mode,
-        max_attempts=int_option(opts, "maxAttempts", 10, 1) or 10,
-        connect_timeout_ms=int_option(opts, "connectTimeoutMs", 5000, 1) or 5000,
-        read_timeout_ms=int_option(opts, "readTimeoutMs", 30000, 1) or 30000,
+        max_attempts=_AWS["maxAttempts"].parse(opts),
+        connect_timeout_ms=_AWS["connectTimeoutMs"].parse(opts),
+        read_timeout_ms=_AWS["readTimeoutMs"].parse(opts),
     )

@@ -14,20 +14,17 @@ from datetime import UTC, datetime
 from ..errors import OptionError
 from ..model import Position
 from .aliases import ALIASES
+from .declared import is_secret
 
 # Options Spark itself passes along with the user's, accepted and ignored: `load(path)` and `save(path)`
 # give `path`; `writeStream.queryName(...)` and Spark Declarative Pipelines' sinks give `queryName`.
 SPARK_OPTIONS = frozenset({"path", "checkpointlocation", "queryname"})
 
-# Options whose values are secrets: no message or log line repeats them, whatever their type.
-SECRET_OPTIONS = frozenset(
-    {"awsAccessKeyId", "awsSecretKey", "sessionToken", "externalId", "metadataStorageOptions"}
-)
-
 
 def shown(option: str, value: object) -> str:
-    """How a message names a value the user gave: itself, or only its kind where it is a secret."""
-    if option in SECRET_OPTIONS:
+    """How a message names a value the user gave: itself, or only its kind where it is declared a
+    secret (`declared.Option.secret`)."""
+    if is_secret(option):
         return f"a {type(value).__name__} (value not shown: a secret)"
     return repr(value)
 

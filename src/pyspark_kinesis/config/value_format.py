@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import OptionError
+from .declared import Option
 from .option_values import int_option
 
 RAW, GLUE = "raw", "glue"
@@ -20,36 +21,40 @@ STRUCT, FLATTEN = "struct", "flatten"
 FAIL, COLUMN, PASS = "fail", "column", "pass"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
-VALUE_OPTIONS: dict[str, tuple[str, str]] = {
-    "valueFormat": (
-        "raw",
+VALUE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "valueFormat",
         "raw (the payload in data) | glue (AWS Glue Schema Registry framed records decoded into typed columns).",
+        shown="raw",
     ),
-    "schemaRegistryName": (
-        "(none)",
-        "glue: the registry of the schema to read records into (with schemaName).",
+    Option("schemaRegistryName", "glue: the registry of the schema to read records into (with schemaName)."),
+    Option("schemaName", "glue: the schema to read records into (with schemaRegistryName)."),
+    Option("schemaVersionNumber", "glue: the version of schemaName to read into.", shown="(the latest)"),
+    Option("schemaVersionId", "glue: the schema version (a UUID) to read into, instead of a name."),
+    Option(
+        "schemaRegistryEndpointUrl", "glue: the Glue API endpoint (tests, VPC endpoints).", shown="(AWS's)"
     ),
-    "schemaName": ("(none)", "glue: the schema to read records into (with schemaRegistryName)."),
-    "schemaVersionNumber": ("(the latest)", "glue: the version of schemaName to read into."),
-    "schemaVersionId": ("(none)", "glue: the schema version (a UUID) to read into, instead of a name."),
-    "schemaRegistryEndpointUrl": ("(AWS's)", "glue: the Glue API endpoint (tests, VPC endpoints)."),
-    "valueColumns": (
-        "struct",
+    Option(
+        "valueColumns",
         "glue: struct (one column `value`) | flatten (the record's fields as top-level columns).",
+        shown="struct",
     ),
-    "onDecodeError": (
-        "fail",
+    Option(
+        "onDecodeError",
         "glue: fail (the task fails naming the record) | column (value null, the reason in valueError).",
+        shown="fail",
     ),
-    "recordsWithoutHeader": (
-        "fail",
+    Option(
+        "recordsWithoutHeader",
         "glue: fail | pass (a record without the registry's header: value null).",
+        shown="fail",
     ),
-    "protobufMessageName": (
-        "(the first declared)",
+    Option(
+        "protobufMessageName",
         "glue, Protobuf schemas: the message of the .proto to read records into (its full name or its name).",
+        shown="(the first declared)",
     ),
-}
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,7 @@ def choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], upper: 
 
 def parse_value_format(opts: Mapping[str, str]) -> ValueFormat:
     fmt = choice(opts, "valueFormat", (RAW, GLUE))
-    glue_only = [k for k in VALUE_OPTIONS if k != "valueFormat" and k in opts]
+    glue_only = [o.key for o in VALUE_OPTIONS if o.key != "valueFormat" and o.key in opts]
     if fmt == RAW:
         if glue_only:
             raise OptionError(

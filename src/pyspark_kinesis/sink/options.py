@@ -4,76 +4,125 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config.aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
-from ..config.option_values import bool_option, fold, int_option
+from ..config.declared import BOOL, INT, Option, by_key, parse_declared
+from ..config.option_values import fold
 from ..config.stream_specs import StreamSpec, check_arn_region, parse_arn, parse_streams
 from ..config.value_format import ValueFormat, choice, parse_value_format
 from ..errors import OptionError
 from ..model import Position
 
-SINK_OPTIONS: dict[str, tuple[str, str]] = {
-    "streamName": (
-        "(required unless a streamName column)",
+# Every sink option, declared once (see `config.declared`); docs/sink.md's table is generated from these.
+_TARGET: tuple[Option, ...] = (
+    Option(
+        "streamName",
         "Stream to write to, by name or ARN (an ARN's region is the one written to); a `streamName` "
         "column overrides it per row.",
+        shown="(required unless a streamName column)",
     ),
-    "streams": (
-        "(none)",
+    Option(
+        "streams",
         "JSON list of the streams rows may go to, each a name/ARN or an object overriding region, endpointUrl, "
         "role options; rows pick theirs with the streamName column.",
     ),
-    **AWS_OPTIONS,
-    "maxRetryTimeMs": ("60000", "How long records rejected inside a call are retried before the task fails."),
-    "maxConcurrentRequests": ("8", "PutRecords calls in flight per task."),
-    "maxRecordsPerRequest": ("500", "Records per PutRecords call (service maximum 500)."),
-    "maxBytesPerRequest": (
-        "5242880",
+)
+_WRITING: tuple[Option, ...] = (
+    Option(
+        "maxRetryTimeMs",
+        "How long records rejected inside a call are retried before the task fails.",
+        default=60_000,
+        kind=INT,
+        minimum=0,
+        field="max_retry_time_ms",
+    ),
+    Option(
+        "maxConcurrentRequests",
+        "PutRecords calls in flight per task.",
+        default=8,
+        kind=INT,
+        minimum=1,
+        field="concurrency",
+    ),
+    Option(
+        "maxRecordsPerRequest",
+        "Records per PutRecords call (service maximum 500).",
+        default=500,
+        kind=INT,
+        minimum=1,
+    ),
+    Option(
+        "maxBytesPerRequest",
         "Bytes per PutRecords call, keys included (service maximum 10 MiB; a larger record goes alone).",
+        default=5 * 1024 * 1024,
+        kind=INT,
+        minimum=1024 * 1024,
     ),
-    "preserveOrder": ("false", "Keep row order per partition key, even across retries."),
-    "onInvalidRecord": ("fail", "fail | skip: what to do with a record Kinesis would refuse."),
-    "aggregate": (
-        "false",
+    Option(
+        "preserveOrder",
+        "Keep row order per partition key, even across retries.",
+        default=False,
+        kind=BOOL,
+        field="preserve_order",
+    ),
+    Option(
+        "onInvalidRecord",
+        "fail | skip: what to do with a record Kinesis would refuse.",
+        default="fail",
+        choices=("fail", "skip"),
+    ),
+    Option(
+        "aggregate",
         "Pack rows into KPL aggregated records per shard (fewer records and calls; readers must de-aggregate).",
+        default=False,
+        kind=BOOL,
+        field="aggregate",
     ),
-    "valueFormat": (
-        "raw",
+    Option(
+        "valueFormat",
         "raw (the payload from column data) | glue (column value, a struct, encoded with a registered "
         "Avro, JSON Schema or Protobuf version and framed as the AWS Glue Schema Registry's serializers frame records).",
+        shown="raw",
     ),
-    "schemaRegistryName": (
-        "(none)",
-        "glue: the registry of the schema to write records with (with schemaName).",
+    Option("schemaRegistryName", "glue: the registry of the schema to write records with (with schemaName)."),
+    Option("schemaName", "glue: the schema to write records with (with schemaRegistryName)."),
+    Option("schemaVersionNumber", "glue: the version of schemaName to write with.", shown="(the latest)"),
+    Option("schemaVersionId", "glue: the schema version (a UUID) to write with, instead of a name."),
+    Option(
+        "schemaRegistryEndpointUrl", "glue: the Glue API endpoint (tests, VPC endpoints).", shown="(AWS's)"
     ),
-    "schemaName": ("(none)", "glue: the schema to write records with (with schemaRegistryName)."),
-    "schemaVersionNumber": ("(the latest)", "glue: the version of schemaName to write with."),
-    "schemaVersionId": ("(none)", "glue: the schema version (a UUID) to write with, instead of a name."),
-    "schemaRegistryEndpointUrl": ("(AWS's)", "glue: the Glue API endpoint (tests, VPC endpoints)."),
-    "protobufMessageName": (
-        "(the first declared)",
+    Option(
+        "protobufMessageName",
         "glue, Protobuf schemas: the message of the .proto to write (its full name or its name).",
+        shown="(the first declared)",
     ),
-    "schemaDefinition": (
-        "(none)",
+    Option(
+        "schemaDefinition",
         "glue: the schema's text (Avro schema, JSON Schema or .proto) to write with: the version of "
         "schemaName with this definition, instead of schemaVersionNumber/schemaVersionId.",
     ),
-    "schemaAutoRegistration": (
-        "false",
+    Option(
+        "schemaAutoRegistration",
         "glue, with schemaDefinition: register the definition as a new version of schemaName (creating "
         "the schema) when no version has it yet; the registry's compatibility check applies.",
+        default=False,
+        kind=BOOL,
     ),
-    "schemaDataFormat": (
-        "AVRO",
+    Option(
+        "schemaDataFormat",
         "glue, schemaAutoRegistration: the data format of a schema the sink creates (AVRO | JSON | PROTOBUF).",
+        shown="AVRO",
     ),
-    "schemaCompatibility": (
-        "BACKWARD",
+    Option(
+        "schemaCompatibility",
         "glue, schemaAutoRegistration: the compatibility mode of a schema the sink creates (NONE | "
         "DISABLED | BACKWARD | BACKWARD_ALL | FORWARD | FORWARD_ALL | FULL | FULL_ALL).",
+        shown="BACKWARD",
     ),
-}
+)
+SINK_OPTIONS: dict[str, Option] = by_key((*_TARGET, *AWS_OPTIONS, *_WRITING))
+_DEFAULT: dict[str, Any] = {o.field: o.default for o in _WRITING if o.field}
 DATA_FORMATS = ("AVRO", "JSON", "PROTOBUF")
 COMPATIBILITIES = (
     "BACKWARD",
@@ -105,13 +154,13 @@ class SchemaToWrite:
 class SinkConfig:
     stream_name: str | None
     aws: AwsSettings
-    max_retry_time_ms: int = 60_000
-    concurrency: int = 8
-    max_records_per_request: int = 500
-    max_bytes_per_request: int = 5 * 1024 * 1024
-    preserve_order: bool = False
+    max_retry_time_ms: int = _DEFAULT["max_retry_time_ms"]
+    concurrency: int = _DEFAULT["concurrency"]
+    max_records_per_request: int = SINK_OPTIONS["maxRecordsPerRequest"].default
+    max_bytes_per_request: int = SINK_OPTIONS["maxBytesPerRequest"].default
+    preserve_order: bool = _DEFAULT["preserve_order"]
     skip_invalid: bool = False
-    aggregate: bool = False
+    aggregate: bool = _DEFAULT["aggregate"]
     # From the `streams` option: the only streams rows may name, each with its own settings (region,
     # endpoint, role). Empty: any stream, with the top-level settings.
     targets: tuple[StreamSpec, ...] = field(default=(), repr=False)
@@ -146,15 +195,11 @@ class SinkConfig:
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     opts = fold(options, SINK_OPTIONS, "sink")
-    on_invalid = (opts.get("onInvalidRecord") or "fail").strip().lower()
-    if on_invalid not in ("fail", "skip"):
-        raise OptionError(
-            "onInvalidRecord", f"'{on_invalid}' is not fail or skip", "Use fail (default) or skip."
-        )
-    records = int_option(opts, "maxRecordsPerRequest", 500, 1) or 500
+    on_invalid = SINK_OPTIONS["onInvalidRecord"].parse(opts)
+    records = SINK_OPTIONS["maxRecordsPerRequest"].parse(opts)
     if records > 500:
         raise OptionError("maxRecordsPerRequest", f"{records} is above the service maximum 500", "Use 1-500.")
-    size = int_option(opts, "maxBytesPerRequest", 5 * 1024 * 1024, 1024 * 1024) or 5 * 1024 * 1024
+    size = SINK_OPTIONS["maxBytesPerRequest"].parse(opts)
     if size > 10 * 1024 * 1024:
         raise OptionError(
             "maxBytesPerRequest", f"{size} is above the service maximum 10 MiB", "Use at most 10485760."
@@ -175,13 +220,10 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     return SinkConfig(
         stream_name=stream,
         aws=aws_settings(opts),
-        max_retry_time_ms=int_option(opts, "maxRetryTimeMs", 60_000, 0) or 0,
-        concurrency=int_option(opts, "maxConcurrentRequests", 8, 1) or 8,
         max_records_per_request=records,
         max_bytes_per_request=size,
-        preserve_order=bool_option(opts, "preserveOrder", False),
         skip_invalid=on_invalid == "skip",
-        aggregate=bool_option(opts, "aggregate", False),
+        **parse_declared(opts, _WRITING),
         targets=targets,
         value=value,
         write_schema=_schema_to_write(opts, value),
@@ -207,7 +249,7 @@ def _schema_to_write(opts: Mapping[str, str], value: ValueFormat) -> SchemaToWri
             "cannot be combined with schemaVersionId/schemaVersionNumber: the definition names the version",
             "Name the version one way: remove schemaVersionId/schemaVersionNumber, or schemaDefinition.",
         )
-    register = bool_option(opts, "schemaAutoRegistration", False)
+    register = SINK_OPTIONS["schemaAutoRegistration"].parse(opts)
     for name in ("schemaDataFormat", "schemaCompatibility"):
         if name in opts and not register:
             raise OptionError(

@@ -14,101 +14,182 @@ from typing import Any
 import orjson
 
 from ..config.aws_settings import AWS_OPTIONS
-from ..config.option_values import bool_option, fold, int_option
+from ..config.declared import BOOL, INT, Option, by_key, parse_declared
+from ..config.option_values import fold
 from ..config.start_positions import parse_source_start
 from ..config.stream_specs import StreamSpec, parse_streams, with_ends
 from ..config.value_format import VALUE_OPTIONS, ValueFormat, parse_value_format
 from ..errors import OptionError
 from ..model import Position, StreamIdentity
 
-# name -> (default shown in docs, one-line description). docs/options.md is checked against this
-# table by a test, so docs and code cannot drift apart.
-KNOWN_OPTIONS: dict[str, tuple[str, str]] = {
-    "streamName": (
-        "(required, or streams)",
+# Every source option, declared once (see `config.declared`): docs/options.md's table is generated
+# from these (`pyspark-kinesis options --markdown`) and checked against them by a test.
+SOURCE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "streamName",
         "Stream to read: a name or ARN, or a comma-separated list of them.",
+        shown="(required, or streams)",
     ),
-    "streams": (
-        "(none)",
+    Option(
+        "streams",
         "JSON list of streams, each a name/ARN or an object overriding region, endpointUrl, role options, startingPosition.",
     ),
-    "startingPosition": (
-        "LATEST",
+    Option(
+        "startingPosition",
         "LATEST | TRIM_HORIZON | AT_TIMESTAMP:<ISO-8601>, or a JSON map of stream -> shard -> position "
         "(also AT_SEQUENCE_NUMBER:<n> | AFTER_SEQUENCE_NUMBER:<n>).",
+        shown="LATEST",
     ),
-    "endingPosition": (
-        "LATEST",
+    Option(
+        "endingPosition",
         "Batch reads only: LATEST (the time of the call) | AT_TIMESTAMP:<ISO-8601>, or a JSON map of "
         "stream -> shard -> position as startingPosition's (AT_SEQUENCE_NUMBER:<n> stops before n, "
         "AFTER_SEQUENCE_NUMBER:<n> after it).",
+        shown="LATEST",
     ),
-    "metadataPath": ("(required for readStream)", "Durable directory or URL for batch-end records."),
-    "metadataStorageOptions": (
-        "(none)",
+    Option(
+        "metadataPath", "Durable directory or URL for batch-end records.", shown="(required for readStream)"
+    ),
+    Option(
+        "metadataStorageOptions",
         'JSON object of options for metadataPath\'s fsspec filesystem, e.g. {"endpoint_url": ..., "profile": ...}; never logged.',
+        secret=True,
     ),
-    "maxRecordsPerBatch": ("(none)", "Upper bound on records per micro-batch (Spark ReadMaxRows)."),
-    "maxBytesPerBatch": ("(none)", "Upper bound on payload bytes per micro-batch (Spark ReadMaxBytes)."),
-    "maxRecordsPerShard": ("100000", "Records one shard contributes to one batch at most (memory bound)."),
-    "maxBytesPerShard": ("67108864", "Payload bytes one shard contributes to one batch at most."),
-    "maxFetchTimeMs": (
-        "10000",
+    Option(
+        "maxRecordsPerBatch",
+        "Upper bound on records per micro-batch (Spark ReadMaxRows).",
+        kind=INT,
+        minimum=1,
+        field="max_records_per_batch",
+    ),
+    Option(
+        "maxBytesPerBatch",
+        "Upper bound on payload bytes per micro-batch (Spark ReadMaxBytes).",
+        kind=INT,
+        minimum=1,
+        field="max_bytes_per_batch",
+    ),
+    Option(
+        "maxRecordsPerShard",
+        "Records one shard contributes to one batch at most (memory bound).",
+        default=100_000,
+        kind=INT,
+        minimum=1,
+        field="max_records_per_shard",
+    ),
+    Option(
+        "maxBytesPerShard",
+        "Payload bytes one shard contributes to one batch at most.",
+        default=64 * 1024 * 1024,
+        kind=INT,
+        minimum=1,
+        field="max_bytes_per_shard",
+    ),
+    Option(
+        "maxFetchTimeMs",
         "Time one shard is read in one batch at most; a task with more than 16 shards gives each a fair share.",
+        default=10_000,
+        kind=INT,
+        minimum=1,
+        field="max_fetch_time_ms",
     ),
-    "shardAssigner": (
-        "balanced",
+    Option(
+        "shardAssigner",
         "balanced | hash_range | hash_mod | <module>:<function>: shard-to-task assigner.",
+        default="balanced",
     ),
-    "targetTasks": ("(one per shard)", "Spark tasks per batch at most; shards are grouped onto them."),
-    "maxShardsPerTask": ("(none)", "Shards one task reads at most; more tasks are planned when needed."),
-    "shardReadBytesPerSecond": (
-        "2000000",
+    Option(
+        "targetTasks",
+        "Spark tasks per batch at most; shards are grouped onto them.",
+        shown="(one per shard)",
+        kind=INT,
+        minimum=1,
+        field="target_tasks",
+    ),
+    Option(
+        "maxShardsPerTask",
+        "Shards one task reads at most; more tasks are planned when needed.",
+        kind=INT,
+        minimum=1,
+        field="max_shards_per_task",
+    ),
+    Option(
+        "shardReadBytesPerSecond",
         "Read quota per shard (Kinesis: 2 MB/s); calls are paced to it. 0 turns byte pacing off.",
+        default=2_000_000,
+        kind=INT,
+        minimum=0,
+        field="shard_read_bytes_per_second",
     ),
-    "idlePollIntervalMs": (
-        "500",
-        "A shard found at the tip is not polled again sooner than this (under fan-out: how long a read "
-        "waits for a push).",
+    Option(
+        "idlePollIntervalMs",
+        "A shard found at the tip is looked at by the driver (one GetRecords of one record) no more often "
+        "than this, and read by a batch only when a look finds something (under fan-out, also how long a "
+        "read waits for a push).",
+        default=500,
+        kind=INT,
+        minimum=0,
+        field="idle_poll_interval_ms",
     ),
-    "shardDiscoveryIntervalMs": (
-        "10000",
+    Option(
+        "shardDiscoveryIntervalMs",
         "ListShards runs at most this often while the query runs; 6 listings failing in a row (AccessDenied, "
         "throttling) fail the query, naming the calls.",
+        default=10_000,
+        kind=INT,
+        minimum=0,
+        field="shard_discovery_interval_ms",
     ),
-    "consumerType": (
-        "polling",
+    Option(
+        "consumerType",
         "polling (GetRecords) | efo (enhanced fan-out: SubscribeToShard through a registered consumer).",
+        default="polling",
+        choices=("polling", "efo"),
+        field="consumer_type",
     ),
-    "consumerName": (
-        "pyspark-kinesis-<hash of metadataPath>",
+    Option(
+        "consumerName",
         "efo: the consumer to use, found by name or registered at query start (stable per query by default).",
+        shown="pyspark-kinesis-<hash of metadataPath>",
     ),
-    "consumerArn": (
-        "(none)",
-        "efo: an already registered consumer to use (one stream; per stream in streams).",
+    Option("consumerArn", "efo: an already registered consumer to use (one stream; per stream in streams)."),
+    Option(
+        "fanOutRelay",
+        "efo: a shard's task on another executor reads the subscription the holding executor keeps "
+        "(authenticated; events unencrypted), instead of subscribing anew.",
+        default=True,
+        kind=BOOL,
+        field="fan_out_relay",
     ),
-    "fanOutRelay": (
-        "true",
-        "efo: a shard's task on another executor reads the subscription the holding executor keeps (authenticated; events unencrypted), instead of subscribing anew.",
-    ),
-    "drainInOneBatch": (
-        "false",
+    Option(
+        "drainInOneBatch",
         "trigger(once=True), and trigger(availableNow=True) on PySpark 4.0/4.1 (one batch there): the batch reads "
         "every record that arrived before the run started, each shard in chunks spilled to the executor's local "
-        "disk (memory stays bounded); the batch limits do not apply. Another trigger fails at its second batch.",
+        "disk (memory stays bounded); the batch limits do not apply. Another trigger fails at its second batch. "
+        "Without it on 4.0/4.1, a run that starts from a batch that left shards behind says so once in the "
+        "driver's log.",
+        default=False,
+        kind=BOOL,
+        field="drain_in_one_batch",
     ),
-    "failOnDataLoss": (
-        "true",
+    Option(
+        "failOnDataLoss",
         "Fail when records the query should read are gone (past retention, stream re-created); false: warn, go on.",
+        default=True,
+        kind=BOOL,
+        field="fail_on_data_loss",
     ),
-    "onCorruptAggregate": (
-        "passThrough",
-        "passThrough | fail: a record with the KPL magic that does not parse is read as one plain record (with a warning) or fails the batch.",
+    Option(
+        "onCorruptAggregate",
+        "passThrough | fail: a record with the KPL magic that does not parse is read as one plain record "
+        "(with a warning) or fails the batch.",
+        default="passThrough",
+        choices=("passThrough", "fail"),
     ),
-    **VALUE_OPTIONS,
-    **AWS_OPTIONS,
-}
+)
+KNOWN_OPTIONS: dict[str, Option] = by_key((*SOURCE_OPTIONS, *VALUE_OPTIONS, *AWS_OPTIONS))
+_DECLARED = by_key(SOURCE_OPTIONS)
+_DEFAULT: dict[str, Any] = {o.field: o.default for o in SOURCE_OPTIONS if o.field}
 
 
 @dataclass(frozen=True)
@@ -121,22 +202,23 @@ class SourceConfig:
     metadata_path: str | None
     # Options of metadataPath's filesystem (fsspec): may hold credentials, so never shown.
     metadata_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
-    max_records_per_batch: int | None = None
-    max_bytes_per_batch: int | None = None
-    max_records_per_shard: int = 100_000
-    max_bytes_per_shard: int = 64 * 1024 * 1024
-    max_fetch_time_ms: int = 10_000
-    shard_read_bytes_per_second: int = 2_000_000
-    idle_poll_interval_ms: int = 500
-    shard_discovery_interval_ms: int = 10_000
-    fail_on_data_loss: bool = True
+    # (defaults: the options' declarations above)
+    max_records_per_batch: int | None = _DEFAULT["max_records_per_batch"]
+    max_bytes_per_batch: int | None = _DEFAULT["max_bytes_per_batch"]
+    max_records_per_shard: int = _DEFAULT["max_records_per_shard"]
+    max_bytes_per_shard: int = _DEFAULT["max_bytes_per_shard"]
+    max_fetch_time_ms: int = _DEFAULT["max_fetch_time_ms"]
+    shard_read_bytes_per_second: int = _DEFAULT["shard_read_bytes_per_second"]
+    idle_poll_interval_ms: int = _DEFAULT["idle_poll_interval_ms"]
+    shard_discovery_interval_ms: int = _DEFAULT["shard_discovery_interval_ms"]
+    fail_on_data_loss: bool = _DEFAULT["fail_on_data_loss"]
     shard_assigner: str = "balanced"
-    target_tasks: int | None = None
-    max_shards_per_task: int | None = None
+    target_tasks: int | None = _DEFAULT["target_tasks"]
+    max_shards_per_task: int | None = _DEFAULT["max_shards_per_task"]
     fail_on_corrupt_aggregate: bool = False
-    consumer_type: str = "polling"  # or "efo"
-    fan_out_relay: bool = True  # efo: read a subscription where another executor holds it (agent.relay)
-    drain_in_one_batch: bool = False  # one-batch runs read everything there at their start (executor.drain)
+    consumer_type: str = _DEFAULT["consumer_type"]
+    fan_out_relay: bool = _DEFAULT["fan_out_relay"]  # efo: continue a subscription another executor holds
+    drain_in_one_batch: bool = _DEFAULT["drain_in_one_batch"]  # one-batch runs read all there at start
     value: ValueFormat = field(default_factory=ValueFormat)  # the payload's format (source.value_columns)
 
     @property
@@ -179,39 +261,19 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
             "missing; a streaming read records each batch's end there to replay batches exactly",
             'Set .option("metadataPath", "<durable dir or URL>"), e.g. next to the checkpoint location.',
         )
-    consumer_type = _consumer_type(opts)
-    streams = _with_consumers(with_ends(streams, per_stream_ends), consumer_type, metadata_path)
+    fields = parse_declared(opts, SOURCE_OPTIONS)
+    streams = _with_consumers(with_ends(streams, per_stream_ends), fields["consumer_type"], metadata_path)
     return SourceConfig(
-        consumer_type=consumer_type,
-        fan_out_relay=bool_option(opts, "fanOutRelay", True),
         streams=streams,
         starting_position=starting,
         ending_position=ending,
         metadata_path=metadata_path,
         metadata_storage_options=_storage_options(opts.get("metadataStorageOptions")),
-        max_records_per_batch=int_option(opts, "maxRecordsPerBatch", None, 1),
-        max_bytes_per_batch=int_option(opts, "maxBytesPerBatch", None, 1),
-        max_records_per_shard=int_option(opts, "maxRecordsPerShard", 100_000, 1) or 100_000,
-        max_bytes_per_shard=int_option(opts, "maxBytesPerShard", 64 * 1024 * 1024, 1) or 64 * 1024 * 1024,
-        max_fetch_time_ms=int_option(opts, "maxFetchTimeMs", 10_000, 1) or 10_000,
-        shard_read_bytes_per_second=int_option(opts, "shardReadBytesPerSecond", 2_000_000, 0) or 0,
-        idle_poll_interval_ms=int_option(opts, "idlePollIntervalMs", 500, 0) or 0,
-        shard_discovery_interval_ms=int_option(opts, "shardDiscoveryIntervalMs", 10_000, 0) or 0,
-        fail_on_data_loss=bool_option(opts, "failOnDataLoss", True),
-        drain_in_one_batch=bool_option(opts, "drainInOneBatch", False),
         shard_assigner=_assigner(opts),
-        target_tasks=int_option(opts, "targetTasks", None, 1),
-        max_shards_per_task=int_option(opts, "maxShardsPerTask", None, 1),
-        fail_on_corrupt_aggregate=_on_corrupt(opts),
+        fail_on_corrupt_aggregate=_DECLARED["onCorruptAggregate"].parse(opts) == "fail",
         value=parse_value_format(opts),
+        **fields,
     )
-
-
-def _consumer_type(opts: Mapping[str, str]) -> str:
-    value = (opts.get("consumerType") or "polling").strip().lower()
-    if value not in ("polling", "efo"):
-        raise OptionError("consumerType", f"'{value}' is not polling or efo", "Use polling or efo.")
-    return value
 
 
 def refuse_fan_out_for_batch_reads(config: SourceConfig) -> None:
@@ -259,19 +321,10 @@ def _with_consumers(
     )
 
 
-def _on_corrupt(opts: Mapping[str, str]) -> bool:
-    value = (opts.get("onCorruptAggregate") or "passThrough").strip().lower()
-    if value not in ("passthrough", "fail"):
-        raise OptionError(
-            "onCorruptAggregate", f"'{value}' is not passThrough or fail", "Use passThrough or fail."
-        )
-    return value == "fail"
-
-
 def _assigner(opts: Mapping[str, str]) -> str:
     from .. import assign
 
-    name = (opts.get("shardAssigner") or "balanced").strip()
+    name = _DECLARED["shardAssigner"].parse(opts)
     try:
         assign.resolve(name)
     except (KeyError, ImportError, AttributeError, ValueError):
