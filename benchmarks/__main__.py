@@ -109,6 +109,27 @@ def bench_decode(
         report.write_section(write, "bench-decode", decode.markdown_decode(rows))
 
 
+@app.command("memory")
+def bench_memory(
+    rounds: int = typer.Option(3, min=1, max=20, help="Fresh processes per case."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """Peak resident memory the read path adds: one response's decode, one shard's read at the defaults."""
+    from . import memory, report
+
+    rows = memory.run_memory(rounds)
+    table = Table(title="Peak resident memory added: MiB, and x payload, median (lowest-highest)")
+    for column in ("case", "record size", "payload MiB", "peak grew MiB", "peak / payload"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            memory.LABELS[row.case], f"{row.size} B", f"{row.payload_mib:.1f}", row.show_mib(), row.show()
+        )
+    console.print(table)
+    if write:
+        report.write_section(write, "bench-memory", memory.markdown_memory(rows, rounds))
+
+
 @app.command("glue-decode")
 def bench_glue_decode(
     records: int = typer.Option(20_000, min=1000, max=1_000_000, help="Records per case."),
