@@ -106,7 +106,7 @@ def test_without_a_known_range_and_for_plain_records_nothing_is_dropped():
 def test_each_task_gets_its_shards_ranges_also_in_a_restarted_run_that_replays_first():
     """The ranges reach the tasks from the driver's listing; a restarted run asked to replay its last
     batch before planning anything lists the stream once for them."""
-    from pyspark_kinesis.source.driver.tasks import plan_tasks
+    from pyspark_kinesis.source.driver.task_plans import plan_tasks
     from tests.unit.planner_fakes import arn, one_stream
 
     h = one_stream()

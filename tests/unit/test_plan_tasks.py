@@ -1,4 +1,4 @@
-"""What each Spark task of a batch is told (src/pyspark_kinesis/source/driver/tasks.py `plan_tasks`),
+"""What each Spark task of a batch is told (src/pyspark_kinesis/source/driver/task_plans.py `plan_tasks`),
 pinned field by field: its token, batch, task number, shards with their start, budget, closed flag, tip
 time and holder hint, the batch's cutoff and the run's relay key; and the shards of streams gone from
 the options, or re-created, left out with a warning that names them."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.driver import tasks
-from pyspark_kinesis.source.driver.tasks import plan_tasks
+from pyspark_kinesis.source.driver import task_plans as tasks
+from pyspark_kinesis.source.driver.task_plans import plan_tasks
 from pyspark_kinesis.source.state.offsets import ShardSlice, ShardState, SourceOffset, TaskPlan
 from tests.unit.planner_fakes import CREATED, arn, config, config_with_created
 

@@ -14,7 +14,7 @@ from pyspark_kinesis.errors import (
     StreamRecreatedError,
 )
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.driver.tasks import plan_tasks
+from pyspark_kinesis.source.driver.task_plans import plan_tasks
 from pyspark_kinesis.source.state.batch_log import BatchEndLog, batch_folder
 from pyspark_kinesis.source.state.offsets import SourceOffset, TaskEnd
 from tests.unit.planner_fakes import (

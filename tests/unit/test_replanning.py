@@ -234,7 +234,7 @@ def test_the_tip_is_remembered_where_a_read_found_it():
 
 
 def _tasks(offset: SourceOffset, h: Harness):
-    from pyspark_kinesis.source.driver.tasks import plan_tasks
+    from pyspark_kinesis.source.driver.task_plans import plan_tasks
 
     return plan_tasks(offset, h.config)
 

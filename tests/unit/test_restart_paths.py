@@ -14,7 +14,7 @@ import pytest
 
 from pyspark_kinesis.errors import CheckpointMismatchError
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.driver.tasks import plan_tasks
+from pyspark_kinesis.source.driver.task_plans import plan_tasks
 from pyspark_kinesis.source.executor.protocol import record_first
 from pyspark_kinesis.source.state.batch_log import BatchEndLog, task_key
 from pyspark_kinesis.source.state.offsets import TaskEnd

@@ -161,7 +161,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         return self.planner.lag.report()
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        from .driver.tasks import plan_tasks
+        from .driver.task_plans import plan_tasks
 
         offset = self._see(SourceOffset.from_json(end))
         if start == end:

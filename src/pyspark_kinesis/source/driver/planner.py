@@ -1,4 +1,4 @@
-"""Driver-side planning: the initial offset and each next offset (the tasks of a batch: `tasks`).
+"""Driver-side planning: the initial offset and each next offset (the tasks of a batch: `task_plans`).
 
 The driver never calls GetRecords. It learns where batch k stopped from the tasks' records in the
 batch-end log, turns those ends into the start positions of batch k+1, applies the lineage rule and
