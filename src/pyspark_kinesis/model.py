@@ -2,7 +2,7 @@
 
 - `Position`: a place inside one shard, which round-trips through Spark's offset log.
 - `ShardInfo`: what ListShards says about a shard (lineage, hash-key range, closed or open).
-- `ShardRef`: a shard's identity across the streams of one source, (stream ARN, shard id).
+- `ShardRef`: a shard's identity across the streams of one source, (stream ARN, shard id), a NamedTuple.
 - `StreamIdentity`: what DescribeStreamSummary says a stream is (ARN, creation time, retention).
 
 Kinesis has no per-shard offset integer; a position is one of: the shard's oldest record, a point in
@@ -16,7 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-ShardRef = tuple[str, str]  # (stream ARN, shard id): shard ids repeat across streams
+
+class ShardRef(NamedTuple):
+    """A shard's identity across the streams of one source: shard ids repeat across streams."""
+
+    stream: str  # the stream's ARN
+    shard: str  # its shard id
+
+
 MIN_RETENTION_MS = 24 * 3600 * 1000  # Kinesis keeps records at least 24 hours
 # Clocks of executors, driver and service differ: a time this close to the retention proves nothing.
 RETENTION_MARGIN_MS = 15 * 60 * 1000

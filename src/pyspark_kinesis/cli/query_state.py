@@ -37,7 +37,7 @@ class CheckpointBatch:
         out: dict[ShardRef, Position] = {}
         for stream, shards in self.offset.streams.items():
             for sid, state in shards.items():
-                out[(stream, sid)] = state.position
+                out[ShardRef(stream, sid)] = state.position
         for record in self.records.values():
             if record is None:
                 continue

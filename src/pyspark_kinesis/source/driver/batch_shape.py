@@ -86,7 +86,7 @@ class BatchShape:
         planner reads those only where a look finds something (`tip_probe`)."""
         drained = self._drained(ends, start_cutoff, cutoff_ms)
         readable = [
-            (key, sid)
+            ShardRef(key, sid)
             for key in sorted(streams)
             for sid in lineage.readable(streams[key])
             if (key, sid) not in drained
@@ -95,7 +95,7 @@ class BatchShape:
         return readable, {
             ref
             for ref in readable
-            if streams[ref[0]][ref[1]].idle or (at_tip and streams[ref[0]][ref[1]].tip_ms > 0)
+            if streams[ref.stream][ref.shard].idle or (at_tip and streams[ref.stream][ref.shard].tip_ms > 0)
         }
 
     def drained_by_look(self, refs: set[ShardRef], cutoff_ms: int) -> None:
@@ -163,7 +163,7 @@ class BatchShape:
                 if shard.get(parent):
                     shard[parent] = uid(key, shard[parent])
             shard["ShardId"] = uid(key, sid)
-            by_uid[shard["ShardId"]] = (key, sid)
+            by_uid[shard["ShardId"]] = ShardRef(key, sid)
             shards.append(shard)
         load = {uid(*ref): self.load[ref] for ref in refs if ref in self.load}
         groups = [

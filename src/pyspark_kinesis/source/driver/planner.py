@@ -135,7 +135,7 @@ class Planner:
                         log.warning("Kinesis stream %s: could not list its shards for their hash key ranges: %s", key, exc)  # fmt: skip
                     info = self.discovery.info(key, sid)
                 if info is not None:
-                    ranges[(key, sid)] = (info.start_hash, info.end_hash)
+                    ranges[ShardRef(key, sid)] = (info.start_hash, info.end_hash)
         return ranges
 
     def check_replay(self, end: SourceOffset) -> None:
@@ -196,12 +196,12 @@ class Planner:
         for key, shards in offset.streams.items():
             states = streams[key] = {}
             for sid, state in shards.items():
-                end = ends.get((key, sid))
+                end = ends.get(ShardRef(key, sid))
                 base = replace(state, task=NO_TASK, max_records=-1, max_bytes=-1)
                 if end is None:
                     states[sid] = base
                 else:
-                    self.holders[(key, sid)] = end.holder
+                    self.holders[ShardRef(key, sid)] = end.holder
                     idle = end.records == 0 and end.at_tip
                     # When the shard was last seen at the tip at its new position: now, or as before if
                     # the read did not move (see `ShardState.tip_ms`).

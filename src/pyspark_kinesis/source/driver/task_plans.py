@@ -31,11 +31,11 @@ def plan_tasks(
     plans = []
     gone = set(recreated_streams(offset, config))
     for task, refs in sorted(offset.tasks().items()):
-        kept = [ref for ref in refs if config.stream(ref[0]) is not None and ref[0] not in gone]
+        kept = [ref for ref in refs if config.stream(ref.stream) is not None and ref.stream not in gone]
         if len(kept) < len(refs):
             # A batch logged before a restart that removed streams: the removed ones cannot be read;
             # they leave the query here, as from the next batch on.
-            gone_now = ", ".join(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept}))
+            gone_now = ", ".join(sorted({ref.stream for ref in refs} - {ref.stream for ref in kept}))
             log.warning("Batch %d: skipping shards of streams no longer in the options, or re-created: %s", offset.batch, gone_now)  # fmt: skip
         if not kept:
             continue
@@ -48,13 +48,14 @@ def plan_tasks(
                 state.max_bytes,
                 state.closed,
                 state.tip_ms,
-                (holders or {}).get((stream, sid), ""),
-                (ranges or {}).get((stream, sid)),
+                (holders or {}).get(ref, ""),
+                (ranges or {}).get(ref),
             )
-            for stream, sid in kept
-            for state in (offset.state((stream, sid)),)
+            for ref in kept
+            for stream, sid in (ref,)
+            for state in (offset.state(ref),)
         )
-        dropped = tuple(sorted({ref[0] for ref in refs} - {ref[0] for ref in kept}))
+        dropped = tuple(sorted({ref.stream for ref in refs} - {ref.stream for ref in kept}))
         plans.append(
             TaskPlan(
                 offset.token, offset.batch, task, slices, offset.cutoff_ms, relay_key, offset.drain, dropped

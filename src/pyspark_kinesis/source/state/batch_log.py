@@ -284,9 +284,9 @@ class BatchEndLog:
             data = self.store.get(f"{folder}/{name}") if name.startswith("loss-task-") else None
             for key, shards in (orjson.loads(data)["streams"] if data else {}).items():
                 for sid, texts in shards.items():
-                    if (key, sid) in out:
-                        end = out[(key, sid)]
-                        out[(key, sid)] = replace(end, losses=end.losses + tuple(map(str, texts)))
+                    if ShardRef(key, sid) in out:
+                        end = out[ShardRef(key, sid)]
+                        out[ShardRef(key, sid)] = replace(end, losses=end.losses + tuple(map(str, texts)))
         return out
 
     # -- garbage collection --------------------------------------------------------------------

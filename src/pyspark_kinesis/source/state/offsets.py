@@ -42,7 +42,7 @@ def _nest(flat: dict[ShardRef, Any]) -> dict[str, dict[str, Any]]:
     """{(stream, shard): x} -> {stream: {shard: x.to_json()}} in sorted order (stable offsets)."""
     out: dict[str, dict[str, Any]] = {}
     for stream, sid in sorted(flat):
-        out.setdefault(stream, {})[sid] = flat[(stream, sid)].to_json()
+        out.setdefault(stream, {})[sid] = flat[ShardRef(stream, sid)].to_json()
     return out
 
 
@@ -134,7 +134,7 @@ class SourceOffset:
             shards = self.streams[stream]
             for sid in sorted(shards):
                 if shards[sid].task != NO_TASK:
-                    out.setdefault(shards[sid].task, []).append((stream, sid))
+                    out.setdefault(shards[sid].task, []).append(ShardRef(stream, sid))
         return out
 
     def state(self, ref: ShardRef) -> ShardState:
@@ -286,7 +286,7 @@ class TaskEnd:
             batch=int(data["batch"]),
             task=int(data["task"]),
             shards={
-                (stream, sid): ShardEnd.from_json(end)
+                ShardRef(stream, sid): ShardEnd.from_json(end)
                 for stream, shards in data["streams"].items()
                 for sid, end in shards.items()
             },
@@ -310,7 +310,7 @@ class ShardSlice:
 
     @property
     def ref(self) -> ShardRef:
-        return (self.stream, self.shard_id)
+        return ShardRef(self.stream, self.shard_id)
 
 
 @dataclass(frozen=True)
