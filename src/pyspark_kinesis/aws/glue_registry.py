@@ -21,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..config.aws_settings import AwsSettings
 from ..errors import SchemaVersionNotFoundError, StreamAccessError
 from .client import glue_client
-from .errors import error_code
+from .error_kinds import error_code
 
 T = TypeVar("T")
 _lock = threading.Lock()

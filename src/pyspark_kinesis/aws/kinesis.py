@@ -23,7 +23,7 @@ from ..config.stream_specs import StreamSpec, arn_parts
 from ..errors import StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ..model import Position, ShardInfo, StreamIdentity
 from .client import kinesis_client
-from .errors import CREDENTIAL_CODES, error_code, is_expired_iterator, is_retryable
+from .error_kinds import CREDENTIAL_CODES, error_code, is_expired_iterator, is_retryable
 
 MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
 # DescribeStreamSummary is limited to 20 calls per second per account: throttled calls (left after

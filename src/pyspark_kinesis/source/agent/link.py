@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...aws.errors import decode_error
+from ...aws.error_kinds import decode_error
 from ...errors import StreamAccessError
 from ...model import Position
 from . import relay

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...aws.errors import encode_error
+from ...aws.error_kinds import encode_error
 from ...aws.kinesis import KinesisProxy
 from ...config.stream_specs import StreamSpec
 from . import relay

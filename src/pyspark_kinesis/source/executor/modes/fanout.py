@@ -47,7 +47,7 @@ import time
 from typing import Any
 
 from ....aws.consumers import describe_arn
-from ....aws.errors import (
+from ....aws.error_kinds import (
     CALL_ERRORS,
     STREAM_ERRORS,
     error_code,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from ....aws.errors import (
+from ....aws.error_kinds import (
     CALL_ERRORS,
     is_expired_iterator,
     is_foreign_sequence_number,
