@@ -1,43 +1,12 @@
 """Enhanced fan-out: pages are SubscribeToShard events; the continuation is the subscription.
 
 Events arrive shaped like GetRecords responses (`aws.subscribe`), so the one shard-read loop takes
-them under the same limits, aggregate handling, replay bound and caught-up rule as polling's pages:
-the batch end is still recorded first-writer-wins by the task, and a replay reads exactly to it. What
-is fan-out's own:
-
-- Subscriptions are held by the executor's fan-out agent (`agent`), not by the reading Python worker:
-  the read asks it over a local socket (`agent.link`) for a subscription from where the read is
-  (LATEST is pinned to a timestamp by the planner as in polling, so a start at LATEST never waits
-  forever), and the agent hands a kept subscription again only to a read that starts exactly where
-  the last one ended.
-- A subscription stays with the agent that opened it: when the shard's last read kept it on another
-  executor (`ReadContext.holder`, `host:port@ms`), this read takes its events from that agent
-  (`agent.relay`), and subscribes where it runs only when that holder keeps none at the read's start
-  (lost, expired, or read from elsewhere since). So executors never take a shard from each other batch
-  after batch; and a read whose holder was lost still waits out the service's 5 s from that holder's
-  subscription (the `ms`), so the rule holds across executors, not only within one agent.
-- What a page says of the tip: an event with MillisBehindLatest 0 pushed before the read started
-  (it waited in the agent) says nothing about now, so it counts as "not known"; an event while more
-  events already wait is "full". A running query's read (not AvailableNow, not a replay) waits at most
-  `idlePollIntervalMs` for a push, and less once another read of its batch on this executor has taken
-  records: then the page is "settled" and the read is over, so a quiet shard holds back neither its
-  batch nor the records other shards brought. (The planner does not skip idle shards under fan-out:
-  waiting costs no call.)
-- A shard known to be closed whose subscription reaches the tip without the event that ends it is
-  checked with one GetRecords: Kinesis sends that event, kinesis-local does not. Until its end is
-  confirmed a closed shard is never at the tip (an AvailableNow run would take it as done and never
-  read its children).
-- Failures: an ended subscription (the service ends each after 5 minutes) is made again from where
-  the read got to; a broken one, or a refused one (ResourceInUseException: another subscription is
-  still open, e.g. one another executor holds), after a backoff. The service's spacing rules (one
-  SubscribeToShard per second per consumer and shard, none within 5 s of the last successful one) are
-  kept by the agent before it is refused.
-- What another read already holds or read is read by GetRecords: a replay (a retried task whose first
-  attempt recorded its end, a speculative copy that lost the race, a restarted query's logged batch)
-  reads a recorded range, and a second attempt of a read (Spark's speculation) finds the holder's
-  subscription in use by the first attempt of its batch. A subscription of their own would take the
-  shard's one from its holder (the service keeps one per consumer and shard), which the shard's next
-  read continues, and would be refused within the service's 5 s of the holder's.
+them under polling's limits, aggregate handling, replay bound and caught-up rule. What is fan-out's
+own, and why, is docs/design.md's "Enhanced fan-out": subscriptions held by the executor's agent and
+continued only from exactly where a read left them, the relay to the holding executor, what an
+event says of the tip and when a running read settles, a closed shard's end confirmed by GetRecords,
+the subscribe spacing, and what is read by GetRecords instead (replays, a speculative copy whose
+first attempt holds the subscription).
 """
 
 from __future__ import annotations
