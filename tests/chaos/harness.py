@@ -468,7 +468,7 @@ class ChaosRun:
                     self.result.faults[f"proxy {kind}"] += count
                 if proxy.rules is not None:
                     self.result.violations.update(proxy.rules.violations)
-                    for line in proxy.rules.subscribe_details:
+                    for line in proxy.rules.details:
                         print(f"chaos run {self.plan.index}: {line}", file=sys.stderr)
             self._check(producer.acknowledged, kin)
         except Exception as exc:  # reported in the table: a run that cannot finish is a failed run

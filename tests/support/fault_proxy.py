@@ -354,7 +354,7 @@ class FaultProxy:
             scope = request.get("StreamARN") or request.get("StreamName") or "(by NextToken)"
         else:
             scope = ""
-        return self.rules.refusal(operation, scope, request)
+        return self.rules.refusal(operation, scope, request, caller)
 
     def trim(self, shard: str, below_seq: str) -> None:
         """From now on, records of `shard` below sequence number `below_seq` are gone (aged out)."""

@@ -55,9 +55,10 @@ class ServiceRules:
         self.iterators: dict[str, float] = {}  # iterator -> when it was handed out
         self.subscribed: dict[tuple[str, str], tuple[float, float]] = {}  # -> (last call, last success)
         self.violations: Counter[str] = Counter()
-        # SubscribeToShard's broken rules, each with who made the call, the last call and the last success
-        # (the caller as its User-Agent names it: role and pid), so a run's log says whose calls collided.
-        self.subscribe_details: list[str] = []
+        # Each broken rate or SubscribeToShard rule with who made the call and the calls it collided with
+        # (callers as their User-Agent names them: role and pid), so a run's log says whose calls they were.
+        self.details: list[str] = []
+        self._callers: dict[tuple[str, str], deque[str]] = {}  # beside `calls`, the same order
         self._subscribe_callers: dict[
             tuple[str, str], tuple[str, str]
         ] = {}  # -> (last call's, last success's)
@@ -65,9 +66,12 @@ class ServiceRules:
     def _now(self) -> float:
         return self.clock()
 
-    def refusal(self, operation: str, scope: str, request: dict) -> tuple[int, str, str] | None:
+    def refusal(
+        self, operation: str, scope: str, request: dict, caller: str = ""
+    ) -> tuple[int, str, str] | None:
         """Whether Kinesis would refuse this call. `scope`: the shard (GetRecords: its iterator's shard,
-        '' when unknown), the stream (ListShards) or '' (per account)."""
+        '' when unknown), the stream (ListShards) or '' (per account); `caller`: who calls (role and
+        pid, from the User-Agent), named with the window's other callers when a rate is broken."""
         now = self._now()
         with self.lock:
             if operation == "GetRecords":
@@ -81,12 +85,20 @@ class ServiceRules:
             if operation in RATES:
                 limit, _per = RATES[operation]
                 calls = self.calls.setdefault((operation, scope), deque())
+                callers = self._callers.setdefault((operation, scope), deque())
                 while calls and now - calls[0] >= WINDOW_S:
                     calls.popleft()
+                    callers.popleft()
                 if len(calls) >= limit:
                     kind = THROTTLED if operation in ("GetRecords", "GetShardIterator") else LIMITED
-                    return self._broken(f"{operation} over {limit}/s per {_per}", 400, kind)
+                    rule = f"{operation} over {limit}/s per {_per}"
+                    self.details.append(
+                        f"{rule}: {scope or '(account)'} by {caller or '?'}; the second's calls by "
+                        f"{', '.join(c or '?' for c in callers)}"
+                    )
+                    return self._broken(rule, 400, kind)
                 calls.append(now)
+                callers.append(caller)
         return None
 
     def subscribe_refusal(self, consumer: str, shard: str, caller: str = "") -> tuple[int, str, str] | None:
@@ -105,7 +117,7 @@ class ServiceRules:
             elif now - last_ok < 5.0:
                 rule, kind = "SubscribeToShard within 5 s of a success", "ResourceInUseException"
             if rule:
-                self.subscribe_details.append(
+                self.details.append(
                     f"{rule}: {shard} by {caller or '?'}; last call {now - last_call:.2f} s before by "
                     f"{call_by or '?'}, last success {now - last_ok:.2f} s before by {ok_by or '?'}"
                 )

@@ -103,9 +103,22 @@ def test_a_broken_subscribe_rule_says_whose_calls_collided():
     assert rules.subscribe_refusal("c", "s", "reader 22") is not None
     clock.now += 0.5
     assert rules.subscribe_refusal("c", "s", "reader 11") is not None
-    assert rules.subscribe_details == [
+    assert rules.details == [
         "SubscribeToShard within 5 s of a success: s by reader 22; last call 2.00 s before by reader 11, "
         "last success 2.00 s before by reader 11",
         "SubscribeToShard more than once a second: s by reader 11; last call 0.50 s before by reader 22, "
         "last success 2.50 s before by reader 11",
+    ]
+
+
+def test_a_broken_rate_names_the_callers_of_its_second():
+    clock = Clock()
+    rules = ServiceRules(clock)
+    for caller in ("reader 1", "reader 2", "reader 1", "planner 3", "reader 2"):
+        assert rules.refusal("GetShardIterator", "s", {}, caller) is None
+        clock.now += 0.1
+    assert rules.refusal("GetShardIterator", "s", {}, "reader 4") is not None
+    assert rules.details == [
+        "GetShardIterator over 5/s per shard: s by reader 4; the second's calls by reader 1, reader 2, "
+        "reader 1, planner 3, reader 2"
     ]
