@@ -21,9 +21,9 @@ def _with_values(config: SourceConfig, schema: Any) -> SourceConfig:
     """valueFormat=glue: the reader's schema looked up again, and checked against the one `.load()` gave."""
     if not config.value.decoded:
         return config
-    from .source.value_columns import check_same, resolve
+    from .source.value_columns import check_same, with_reader_schema
 
-    config = resolve(config)
+    config = with_reader_schema(config)
     check_same(config, schema)
     return config
 
@@ -48,9 +48,12 @@ class KinesisDataSource(DataSource):
         check_at_load(config)
         if not config.value.decoded:
             return SPARK_SCHEMA
-        from .source.value_columns import resolve, spark_schema  # (valueFormat=glue: the registry's schema)
+        from .source.value_columns import (
+            spark_schema,
+            with_reader_schema,
+        )  # (valueFormat=glue: the registry's schema)
 
-        return spark_schema(resolve(config))
+        return spark_schema(with_reader_schema(config))
 
     def _batch_options(self) -> dict[str, str]:
         options = dict(self.options)

@@ -61,7 +61,7 @@ def test_a_replay_without_its_planned_marker_names_the_metadata_path():
     first = planner.next_offset(planner.initial_offset(), None, None)
     h.store.delete(planned_key(first.token, 0))
     with pytest.raises(CheckpointMismatchError) as info:
-        h.planner().check_replay(logged(first))
+        h.planner().check_logged_batch(logged(first))
     assert str(info.value) == (
         "The checkpoint's batch 0 has no record under metadataPath '/unused' that it was planned: the "
         "metadataPath was changed, cleaned, or is older than the checkpoint. Restore the metadataPath this query "
@@ -76,7 +76,7 @@ def test_a_replay_planned_differently_names_the_metadata_path():
     tampered = logged(first)
     tampered.streams[A]["s0"] = replace(tampered.streams[A]["s0"], max_records=7)
     with pytest.raises(CheckpointMismatchError) as info:
-        h.planner().check_replay(tampered)
+        h.planner().check_logged_batch(tampered)
     assert str(info.value) == (
         "The checkpoint's batch 0 was planned differently under metadataPath '/unused' (another query's "
         "records, or a checkpoint restored from another copy). Use this query's own checkpoint and metadataPath."
@@ -88,11 +88,11 @@ def test_a_checked_replay_is_not_checked_again():
     planner = h.planner()
     first = planner.next_offset(planner.initial_offset(), None, None)
     restarted = h.planner()
-    restarted.check_replay(logged(first))
+    restarted.check_logged_batch(logged(first))
     h.store.delete(planned_key(first.token, 0))
-    restarted.check_replay(logged(first))  # known to this run: the marker is not read again
+    restarted.check_logged_batch(logged(first))  # known to this run: the marker is not read again
     with pytest.raises(CheckpointMismatchError):
-        h.planner().check_replay(logged(first))
+        h.planner().check_logged_batch(logged(first))
 
 
 def test_a_loss_a_task_went_on_past_is_reported_in_the_driver_log_once_per_batch(caplog):

@@ -58,15 +58,15 @@ def test_a_replay_is_checked_against_metadata_path_before_it_runs():
     h = one_stream()
     planner = h.planner()
     first = planner.next_offset(planner.initial_offset(), None, None)
-    planner.check_replay(logged(first))  # planned here: nothing to check
-    h.planner().check_replay(logged(first))  # a restarted driver: the marker matches
+    planner.check_logged_batch(logged(first))  # planned here: nothing to check
+    h.planner().check_logged_batch(logged(first))  # a restarted driver: the marker matches
     tampered = logged(first)
     tampered.streams[A]["s0"] = replace(tampered.streams[A]["s0"], max_records=7)
     with pytest.raises(CheckpointMismatchError, match="planned differently"):
-        h.planner().check_replay(tampered)
+        h.planner().check_logged_batch(tampered)
     h.store.delete(planned_key(first.token, 0))  # a metadataPath cleaned (or an older copy of it)
     with pytest.raises(CheckpointMismatchError, match="no record under metadataPath"):
-        h.planner().check_replay(logged(first))
+        h.planner().check_logged_batch(logged(first))
 
 
 def test_records_live_until_spark_commits_their_batch():
@@ -145,7 +145,7 @@ def test_a_restart_inside_the_first_batch_runs_it_again_under_its_own_token():
     batch0 = planner.next_offset(planner.initial_offset(), None, None)
     restarted = h.planner()
     again = restarted.initial_offset()  # no new query claims metadataPath here
-    restarted.check_replay(logged(batch0))  # Spark's partitions(initial, batch 0): the logged query's
+    restarted.check_logged_batch(logged(batch0))  # Spark's partitions(initial, batch 0): the logged query's
     h.run(batch0)
     batch1 = restarted.next_offset(logged(batch0), None, None)
     assert batch1.token == batch0.token and again.token != batch0.token

@@ -68,7 +68,7 @@ def test_the_driver_reports_a_replays_loss_of_a_batch_it_checked_or_re_planned(c
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="pyspark_kinesis.source.driver"):
         restarted = h.planner()
-        restarted.check_replay(logged(offset))  # Spark runs the logged batch 0 again after a restart
+        restarted.check_logged_batch(logged(offset))  # Spark runs the logged batch 0 again after a restart
         restarted.next_offset(offset, None, None)
     assert caplog.messages == [
         f"Data loss in batch 0, Kinesis stream {A}, shard s0: {GONE}; failOnDataLoss=false, so the query "
@@ -88,7 +88,7 @@ def test_the_driver_reports_a_replays_loss_of_a_batch_planned_again(caplog):
     offset1 = planner.next_offset(offset0, None, None)
     h.run(offset1)
     restarted = h.planner()
-    restarted.check_replay(logged(offset0))
+    restarted.check_logged_batch(logged(offset0))
     again = restarted.next_offset(logged(offset0), None, None)  # batch 1 planned again
     assert again == offset1
     report = restarted.lag.report()  # (a batch planned again: the lag says what the one before read)

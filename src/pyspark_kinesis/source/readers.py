@@ -166,7 +166,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         offset = self._see(SourceOffset.from_json(end))
         if start == end:
             return []
-        self.planner.check_replay(offset)
+        self.planner.check_logged_batch(offset)
         plans = plan_tasks(
             offset, self.config, self.planner.holders, self.relay_key, self.planner.hash_ranges(offset)
         )

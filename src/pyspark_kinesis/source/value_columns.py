@@ -49,7 +49,7 @@ BASE = StructType(
 )
 
 
-def resolve(config: SourceConfig) -> SourceConfig:
+def with_reader_schema(config: SourceConfig) -> SourceConfig:
     """The config with the reader's schema looked up (valueFormat=glue); unchanged otherwise."""
     value = config.value
     if not value.decoded or value.reader_definition is not None:
@@ -80,7 +80,7 @@ def resolve(config: SourceConfig) -> SourceConfig:
 
 
 def _reader_type(value: ValueFormat) -> DataType:
-    assert value.reader_definition is not None, "resolve() first"
+    assert value.reader_definition is not None, "with_reader_schema() first"
     if value.data_format == "JSON":
         return json_types.spark_type(json_types.parse(value.reader_definition))
     if value.data_format == "PROTOBUF":

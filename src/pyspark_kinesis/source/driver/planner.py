@@ -138,7 +138,7 @@ class Planner:
                     ranges[ShardRef(key, sid)] = (info.start_hash, info.end_hash)
         return ranges
 
-    def check_replay(self, end: SourceOffset) -> None:
+    def check_logged_batch(self, end: SourceOffset) -> None:
         """Before any task of a logged batch runs (Spark's `partitions`): the records under
         metadataPath must be this checkpoint's, and the batch must have been planned there as logged.
         Otherwise (a moved, cleaned or older metadataPath) a replay would read afresh and record new

@@ -87,7 +87,7 @@ class LossPolicy:
             "one left may be past retention"
         )
 
-    def check_replay(
+    def check_reproduced(
         self,
         expect: ShardEnd,
         start: Position,

@@ -207,7 +207,7 @@ class ShardRead(BatchCut):
         re-created ends the query with a clear error; otherwise the data aged out past retention: a
         loss (see `loss`), and the read goes on from the oldest record left (or the shard counts as read
         to its end when none of it is left). A first read's start is judged by the tip rule; a replay
-        goes on and `check_replay` judges its rows. Returns whether the source is open."""
+        goes on and `check_reproduced` judges its rows. Returns whether the source is open."""
         self.proxy.check_same_stream(within_s=10.0)
         position = self.resume
         try:
@@ -300,7 +300,7 @@ class ShardRead(BatchCut):
         if until is not None:
             assert self.expect is not None
             reached = self.closed if until.kind == END else self.done_until
-            self.policy.check_replay(self.expect, self.start, reached, len(self.cols), self.first)
+            self.policy.check_reproduced(self.expect, self.start, reached, len(self.cols), self.first)
             end = until
         elif self.closed and not self.stop:
             end = Position.shard_end()
