@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from pyspark_kinesis.aws import consumers
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.agent.hub import Want
+from pyspark_kinesis.source.agent.hub import SubscriptionRequest
 from pyspark_kinesis.source.agent.link import AgentLink, socket_path
 from pyspark_kinesis.source.agent.spacing import RESUBSCRIBE_AFTER_S
 from pyspark_kinesis.source.options import parse_options
@@ -59,7 +59,7 @@ def _open(link: AgentLink, spec, consumer: str, shard: str, position: Position, 
     close at its next push, and refuses another subscription until then, as readers back off from)."""
     for _attempt in range(15):
         try:
-            return link.open(Want(spec, consumer, shard, position, reuse))
+            return link.open(SubscriptionRequest(spec, consumer, shard, position, reuse))
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceInUseException":
                 raise
@@ -106,7 +106,7 @@ def test_a_kept_subscription_is_continued_by_the_next_read_in_another_worker(
         first = AgentLink(owner.pid)
         agent = _peer_pid(first)
         assert first.open(
-            Want(spec, consumer, shard, Position.trim_horizon(), reuse=True)
+            SubscriptionRequest(spec, consumer, shard, Position.trim_horizon(), reuse=True)
         )  # a new subscription
         seqs = _records(first, 30)
         assert len(seqs) == 30
@@ -117,7 +117,7 @@ def test_a_kept_subscription_is_continued_by_the_next_read_in_another_worker(
         put(kinesis, stream, 30, 20)
         second = AgentLink(owner.pid)  # another connection, as from another Python worker
         assert _peer_pid(second) == agent
-        assert not second.open(Want(spec, consumer, shard, end, reuse=True)), (
+        assert not second.open(SubscriptionRequest(spec, consumer, shard, end, reuse=True)), (
             "the kept subscription was not continued"
         )
         more = _records(second, 20)
@@ -142,7 +142,7 @@ def test_the_agent_ends_with_its_owner_and_a_killed_agent_is_replaced(kinesis_lo
     spec = _spec(proxy.endpoint, stream, consumer)
     link = AgentLink(owner.pid)
     agent = _peer_pid(link)
-    assert link.open(Want(spec, consumer, shard, Position.trim_horizon(), reuse=False))
+    assert link.open(SubscriptionRequest(spec, consumer, shard, Position.trim_horizon(), reuse=False))
     assert len(_records(link, 5)) == 5
 
     # Killed under a read: the read sees a broken link (it subscribes again through a new link).

@@ -110,7 +110,7 @@ def test_an_attempt_that_lost_the_race_emits_the_winners_rows(tmp_path):
     full = BatchEndLog.open(winner_cfg.metadata_path).read("tok", 3, 0)
     assert full is not None and rows(whole) == users
     end = full.shards[(STREAM, SHARD)]
-    short = drain.summed(list(end.chunks[:2]))
+    short = drain.end_of_chunks(list(end.chunks[:2]))
     BatchEndLog.open(cfg.metadata_path).write(TaskEnd("tok", 3, 0, {(STREAM, SHARD): short}))
     log = BatchEndLog.open(cfg.metadata_path)
 
@@ -131,15 +131,15 @@ def test_an_attempt_that_lost_the_race_emits_the_winners_rows(tmp_path):
 def test_summed_adds_the_chunks_up_and_keeps_the_last_ones_stop():
     a = ShardEnd(Position.trim_horizon(), Position.after("10"), records=2, bytes=5, first=("5", 0))
     b = ShardEnd(Position.after("10"), Position.after("20"), records=3, bytes=7, at_tip=True, millis_behind=0)
-    total = drain.summed([a, b])
+    total = drain.end_of_chunks([a, b])
     assert (total.start, total.end, total.records, total.bytes) == (a.start, b.end, 5, 12)
     assert total.first == ("5", 0) and total.at_tip and total.millis_behind == 0 and total.chunks == (a, b)
-    empty_first = drain.summed(
+    empty_first = drain.end_of_chunks(
         [replace(a, records=0, first=None), b.__class__(b.start, b.end, first=("15", 0))]
     )
     assert empty_first.first == ("15", 0)
     assert ShardEnd.from_json(total.to_json()) == total  # the chunks travel in the record
-    lossy = drain.summed([replace(a, losses=("x",)), b, replace(b, losses=("y", "z"))])
+    lossy = drain.end_of_chunks([replace(a, losses=("x",)), b, replace(b, losses=("y", "z"))])
     assert lossy.losses == ("x", "y", "z")  # what the driver reports comes from the summed end
 
 

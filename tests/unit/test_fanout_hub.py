@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent import hub as hub_module
 from pyspark_kinesis.source.agent import spacing
-from pyspark_kinesis.source.agent.hub import SubscriptionHub, Want
+from pyspark_kinesis.source.agent.hub import SubscriptionHub, SubscriptionRequest
 from tests.unit.scripted import SPEC
 
 CONSUMER, SHARD = SPEC.consumer_arn, "shardId-000000000001"
@@ -57,7 +57,7 @@ class FakeClient:
 
 
 def open_(hub: SubscriptionHub, *args, **kwargs):
-    return hub.open(Want(*args, **kwargs))
+    return hub.open(SubscriptionRequest(*args, **kwargs))
 
 
 def event(seqs: list[int], behind: int = 0) -> dict:

@@ -21,7 +21,7 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent import hub as hub_module
 from pyspark_kinesis.source.agent import link as link_module
 from pyspark_kinesis.source.agent import process, relay, spacing
-from pyspark_kinesis.source.agent.hub import Want
+from pyspark_kinesis.source.agent.hub import SubscriptionRequest
 from pyspark_kinesis.source.agent.link import AgentLink, UnixChannel
 from pyspark_kinesis.source.executor.modes.fanout import FanOutPages, holder_hint
 from tests.unit.scripted import SHARD, SPEC, FakeProxy, context, records
@@ -70,7 +70,9 @@ def kept_on(path: Path, client: FakeClient, key: bytes = KEY) -> str:
     """A read on the agent at `path` subscribes, takes one event and keeps the subscription after
     record 2; returns where it was kept."""
     link = local_link(path)
-    assert link.open(Want(SPEC, CONSUMER, SHARD, Position.trim_horizon(), False, "t#0", relay_key=key))
+    assert link.open(
+        SubscriptionRequest(SPEC, CONSUMER, SHARD, Position.trim_horizon(), False, "t#0", relay_key=key)
+    )
     client.streams[-1].events.put(event([1, 2]))
     assert [r for r in link.next_event(2.0)["Records"].seqs.to_pylist()] == ["1", "2"]
     where = link.keep(Position.after("2"))
@@ -236,7 +238,7 @@ def test_the_relay_listens_only_while_a_query_run_that_enables_it_uses_the_agent
     assert address(kept_on(path, service, key=b"")) == ""
     assert listening_ports() <= before, "an agent whose reads do not use the relay listens on a port"
     link = local_link(path)
-    link.open(Want(SPEC, CONSUMER, SHARD, Position.after("2"), False, "t#1", relay_key=KEY))
+    link.open(SubscriptionRequest(SPEC, CONSUMER, SHARD, Position.after("2"), False, "t#1", relay_key=KEY))
     opened = listening_ports() - before
     assert len(opened) == 1, "a read of a query run with the relay on did not start the listener"
     link.close()  # nothing kept: the relay has nothing left to hand
@@ -283,7 +285,7 @@ def test_peers_that_trickle_or_say_nothing_cannot_hold_the_agent(service, monkey
 
     # The executor's own reads do not wait for the peers.
     local = local_link(path)
-    local.open(Want(SPEC, CONSUMER, SHARD, Position.after("2"), True, "t#1", relay_key=KEY))
+    local.open(SubscriptionRequest(SPEC, CONSUMER, SHARD, Position.after("2"), True, "t#1", relay_key=KEY))
     service.streams[-1].events.put(event([3]))
     assert local.next_event(2.0)["Records"].seqs.to_pylist() == ["3"]
     where = local.keep(Position.after("3"))
@@ -379,7 +381,12 @@ def test_a_second_attempt_of_a_read_whose_subscription_is_in_use_reads_by_get_re
     a_path, b_path = start_agent(service), start_agent(service)
     where = kept_on(a_path, service)
     first = local_link(a_path)  # the first attempt of batch tok#7's read, on A
-    assert first.open(Want(SPEC, CONSUMER, SHARD, Position.after("2"), True, "tok#7", relay_key=KEY)) is False
+    assert (
+        first.open(
+            SubscriptionRequest(SPEC, CONSUMER, SHARD, Position.after("2"), True, "tok#7", relay_key=KEY)
+        )
+        is False
+    )
     monkeypatch.setattr(link_module, "socket_path", lambda owner: b_path)  # the second attempt, on B
     answer = {"Records": records(["3", "4"]), "MillisBehindLatest": 0, "NextShardIterator": "it-next"}
     proxy = FakeProxy(answers=[answer])

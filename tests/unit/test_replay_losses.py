@@ -2,7 +2,7 @@
 
 A task's record describes its first attempt and stands; a replay of it (after a restart, under
 asynchronous progress tracking, or a retry) that finds records gone warns in its executor's log and
-notes what it went without beside the record (`protocol.record_first`, `BatchEndLog.note_losses`). The
+notes what it went without beside the record (`protocol.exactly_once`, `BatchEndLog.note_losses`). The
 driver reads those notes for the batches it knows were replayed (checked or re-planned in its run)
 and reports them as it reports a first read's losses: its log and the lag report."""
 
@@ -12,7 +12,7 @@ import logging
 from dataclasses import replace
 
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.executor.protocol import record_first
+from pyspark_kinesis.source.executor.protocol import exactly_once
 from pyspark_kinesis.source.state.batch_log import BatchEndLog, loss_key
 from pyspark_kinesis.source.state.offsets import ShardSlice, TaskEnd, TaskPlan
 from tests.unit.planner_fakes import arn, config, logged, one_stream, read
@@ -47,12 +47,12 @@ def test_a_replay_notes_what_it_went_without_and_a_first_attempt_does_not(tmp_pa
     cfg = config("a", metadataPath=str(tmp_path))
     log = BatchEndLog.open(str(tmp_path))
     first = read(Position.trim_horizon(), 5, tip=False)
-    record_first(cfg, _plan(), lambda plan, expect: {REF: first})  # a first attempt: it records
+    exactly_once(cfg, _plan(), lambda plan, expect: {REF: first})  # a first attempt: it records
     assert log.read("tok", 0, 0) is not None and log.store.get(loss_key("tok", 0, 0)) is None
     short = replace(first, records=2, losses=(GONE,))
-    record_first(cfg, _plan(), lambda plan, expect: {REF: short})  # a replay of that record
+    exactly_once(cfg, _plan(), lambda plan, expect: {REF: short})  # a replay of that record
     assert log.with_noted_losses("tok", 0, {REF: first}) == {REF: replace(first, losses=(GONE,))}
-    record_first(cfg, _plan(task=1), lambda plan, expect: {REF: short})  # (first attempt, with loss)
+    exactly_once(cfg, _plan(task=1), lambda plan, expect: {REF: short})  # (first attempt, with loss)
     assert log.store.get(loss_key("tok", 0, 1)) is None  # its record holds the loss itself
 
 

@@ -15,7 +15,7 @@ import pytest
 from pyspark_kinesis.errors import CheckpointMismatchError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver.task_plans import plan_tasks
-from pyspark_kinesis.source.executor.protocol import record_first
+from pyspark_kinesis.source.executor.protocol import exactly_once
 from pyspark_kinesis.source.state.batch_log import BatchEndLog, task_key
 from pyspark_kinesis.source.state.offsets import TaskEnd
 from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, logged, one_stream, read, shard
@@ -83,7 +83,7 @@ def test_a_stream_re_added_after_a_run_that_dropped_it_is_read_from_where_it_sto
     only_a = Harness(config("a", maxShardsPerTask="4"), kinesis, both.clock, both.store)
     (plan,) = plan_tasks(logged(offset), only_a.config)
     assert plan.dropped == (B,) and {piece.stream for piece in plan.shards} == {A}
-    # (what the executor's `record_first` writes: see the next test)
+    # (what the executor's `exactly_once` writes: see the next test)
     BatchEndLog(both.store, "mem://").write(
         TaskEnd(
             plan.token,
@@ -110,7 +110,7 @@ def test_a_task_writes_which_streams_its_run_dropped(tmp_path):
     offset = planner.next_offset(planner.initial_offset(), None, None)
     only_a = replace(config("a", maxShardsPerTask="4"), metadata_path=str(tmp_path))
     (plan,) = plan_tasks(logged(offset), only_a)
-    record_first(only_a, plan, lambda part, expect: {p.ref: read(p.start, 3, tip=False) for p in part.shards})
+    exactly_once(only_a, plan, lambda part, expect: {p.ref: read(p.start, 3, tip=False) for p in part.shards})
     record = BatchEndLog.open(str(tmp_path)).read(plan.token, plan.batch, plan.task)
     assert record is not None and record.dropped == (B,) and set(record.shards) == {(A, "s0")}
     assert TaskEnd.from_json(orjson.loads(orjson.dumps(record.to_json()))) == record

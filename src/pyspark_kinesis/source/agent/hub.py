@@ -33,7 +33,7 @@ BATCH_MARKS_S = 600.0  # how long a batch's "has records" mark is remembered
 
 
 @dataclass(frozen=True)
-class Want:
+class SubscriptionRequest:
     """What a read asks the agent for: a subscription to `shard` through `consumer` from `position`
     (with `reuse`, the one a read kept exactly there, if any; with `verify`, "after S" from S itself:
     see `Position.iterator_args`). `batch` names the read's batch (reads of one batch settle together)."""
@@ -219,7 +219,7 @@ class SubscriptionHub:
             "-inf"
         )  # when a subscription of a query run with the relay on was last in use
 
-    def open(self, want: Want) -> tuple[HeldSubscription, bool]:
+    def open(self, want: SubscriptionRequest) -> tuple[HeldSubscription, bool]:
         """The subscription a read continues (`want.reuse`, same position) or a new one; True for a new
         one. A refusal raises as botocore raised it."""
         key = want.key

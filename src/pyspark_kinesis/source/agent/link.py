@@ -12,7 +12,7 @@ the agent also checks its peer's user id, because what travels over the socket i
 settings (which may carry credentials) one way, events the other.
 
 Wire: every message is a 4-byte big-endian length and a pickle. A read sends ("open", want) (a
-`hub.Want`), or to the agent of another executor ("continue", position, batch) (see `relay`), then
+`hub.SubscriptionRequest`), or to the agent of another executor ("continue", position, batch) (see `relay`), then
 ("next", wait_s, settle) as often as it wants an event, and ends with ("keep", position) or
 ("close",); the agent answers each with
 (kind, value, pending): "ok", "event", "idle" (nothing within wait_s), "settle" (nothing yet, and
@@ -42,7 +42,7 @@ from ...errors import StreamAccessError
 from ...model import Position
 from . import relay
 from .framing import receive_frame, send_frame
-from .hub import Want
+from .hub import SubscriptionRequest
 from .relay import SealedChannel
 
 _MAX_MESSAGE = 512 * 1024 * 1024  # larger than any event (events carry at most a few MB)
@@ -214,8 +214,8 @@ class AgentLink:
             raise decode_error(value)
         return kind, value, self.pending
 
-    def open(self, want: Want) -> bool:
-        """Subscribe as `want` says (see `hub.Want`); True for a new subscription, False when the one a
+    def open(self, want: SubscriptionRequest) -> bool:
+        """Subscribe as `want` says (see `hub.SubscriptionRequest`); True for a new subscription, False when the one a
         read kept at exactly that position continues. The service's refusals raise as botocore raises
         them."""
         _kind, fresh, _pending = self._ask(("open", want))

@@ -15,7 +15,7 @@ Key = tuple[str, str]  # (consumer ARN, shard id)
 class Spacing:
     """When SubscribeToShard was last called and last succeeded, per consumer and shard, so that calls
     wait for the service's spacing instead of being refused. What another executor's agent did is known
-    only through the read (`Want.subscribed_ms`, from the shard's last batch-end record): a read whose
+    only through the read (`SubscriptionRequest.subscribed_ms`, from the shard's last batch-end record): a read whose
     holder was lost still waits out the 5 s after that holder's subscription."""
 
     def __init__(self) -> None:

@@ -34,7 +34,7 @@ from ..state.offsets import ShardEnd, ShardSlice, TaskPlan
 from .columns import Columns
 from .cutting import ShardLimits
 from .pages import PageSource, ReadContext
-from .protocol import MAX_THREADS, record_first
+from .protocol import MAX_THREADS, exactly_once
 from .shard_read import ReadStuckError, ShardRead
 
 MAX_CHUNKS = 1_000_000  # chunks per shard at most (each bounded in records, bytes and time)
@@ -89,7 +89,7 @@ class Spill:
             self.path = None
 
 
-def summed(chunks: list[ShardEnd]) -> ShardEnd:
+def end_of_chunks(chunks: list[ShardEnd]) -> ShardEnd:
     """The shard's end over its chunks: where the last one stopped and why, from the first one's
     start, the counts and losses added up, the first record the first one that has one read."""
     last = chunks[-1]
@@ -163,7 +163,7 @@ class Drain:
             spill.add(cols)
             chunks.append(end)
             if done(end):
-                return summed(chunks)
+                return end_of_chunks(chunks)
             position, holder, tip_ms = end.end, end.holder, 0
         raise ReadStuckError(
             f"shard {piece.shard_id}: drainInOneBatch read {MAX_CHUNKS} chunks without ending"
@@ -212,7 +212,7 @@ def read_drained(
     streamed from the spills. Rows as Arrow batches of the source's columns, before value decoding."""
     spills: dict[ShardRef, Spill] = {}
     try:
-        record_first(
+        exactly_once(
             config, plan, lambda part, expect: Drain(config, part, proxies, pages).run(expect, spills)
         )
         for piece in plan.shards:

@@ -30,7 +30,7 @@ def same_read(a: ShardEnd, b: ShardEnd) -> bool:
 ReadShards = Callable[[TaskPlan, Mapping[ShardRef, ShardEnd] | None], dict[ShardRef, ShardEnd]]
 
 
-def record_first(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None:
+def exactly_once(config: SourceConfig, plan: TaskPlan, read: ReadShards) -> None:
     """The protocol above, whatever keeps the rows until they leave: `read(plan, expect)` reads the
     plan's shards (a first attempt when `expect` is None, else each to its recorded end), keeps their
     rows aside (a shard read again replaces its rows) and returns where each shard ended."""

@@ -22,7 +22,7 @@ from .columns import Columns
 from .cutting import ShardLimits
 from .drain import read_drained
 from .pages import ReadContext
-from .protocol import MAX_THREADS, record_first
+from .protocol import MAX_THREADS, exactly_once
 from .shard_read import ReadStuckError, ShardRead, fetch_shard
 
 # botocore's attempts per Kinesis call on executors: the read loop retries on within the time budget
@@ -108,7 +108,7 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
         results.update(fetched)
         return {ref: end for ref, (_cols, end) in fetched.items()}
 
-    record_first(config, plan, read)
+    exactly_once(config, plan, read)
     for piece in plan.shards:
         cols, _end = results[piece.ref]
         if len(cols):

@@ -29,7 +29,7 @@ from ....aws.get_records import Records
 from ....aws.kinesis import describe_failure
 from ....errors import StreamAccessError
 from ....model import INSIDE, TIMESTAMP, Position
-from ...agent.hub import Want
+from ...agent.hub import SubscriptionRequest
 from ...agent.link import AgentLink, SubscriptionEnded
 from ...agent.relay import RelayBusy, RelayRefused
 from ..pages import Fault, FaultKind, Page, ReadContext
@@ -84,7 +84,7 @@ class FanOutPages:
                 if self.link is not None:
                     self.link.close()
                 self.link, self.link_is_remote = AgentLink(), False
-            want = Want(
+            want = SubscriptionRequest(
                 self.spec,
                 self.consumer,
                 self.context.shard,
