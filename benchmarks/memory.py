@@ -53,7 +53,6 @@ def child(case: str, size: int) -> dict[str, float]:
     decode(get_records_body(size, 2))
     body = get_records_body(size, count)  # (a response's bytes as botocore hands them over: counted below)
     gc.collect()
-    before = _peak_kib()
     _reset_peak()
     base = _peak_kib() - len(body) // 1024
     payload = 0
@@ -75,7 +74,7 @@ def child(case: str, size: int) -> dict[str, float]:
     else:
         raise ValueError(case)
     peak = _peak_kib()
-    return {"grew_mib": (peak - base) / 1024, "payload_mib": payload / MIB, "before_mib": before / 1024}
+    return {"grew_mib": (peak - base) / 1024, "payload_mib": payload / MIB}
 
 
 @dataclass

@@ -21,19 +21,36 @@ STRUCT, FLATTEN = "struct", "flatten"
 FAIL, COLUMN, PASS = "fail", "column", "pass"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
+
+def schema_options(reading: bool) -> tuple[Option, ...]:
+    """The registry's schema options, which the source reads records into and the sink writes them
+    with (`parse_value_format` parses both); their doc lines say which way records go."""
+    way, short = ("read records into", "read into") if reading else ("write records with", "write with")
+    return (
+        Option("schemaRegistryName", f"glue: the registry of the schema to {way} (with schemaName)."),
+        Option("schemaName", f"glue: the schema to {way} (with schemaRegistryName)."),
+        Option("schemaVersionNumber", f"glue: the version of schemaName to {short}.", shown="(the latest)"),
+        Option("schemaVersionId", f"glue: the schema version (a UUID) to {short}, instead of a name."),
+        Option(
+            "schemaRegistryEndpointUrl",
+            "glue: the Glue API endpoint (tests, VPC endpoints).",
+            shown="(AWS's)",
+        ),
+        Option(
+            "protobufMessageName",
+            f"glue, Protobuf schemas: the message of the .proto to {way} (its full name or its name).",
+            shown="(the first declared)",
+        ),
+    )
+
+
 VALUE_OPTIONS: tuple[Option, ...] = (
     Option(
         "valueFormat",
         "raw (the payload in data) | glue (AWS Glue Schema Registry framed records decoded into typed columns).",
         shown="raw",
     ),
-    Option("schemaRegistryName", "glue: the registry of the schema to read records into (with schemaName)."),
-    Option("schemaName", "glue: the schema to read records into (with schemaRegistryName)."),
-    Option("schemaVersionNumber", "glue: the version of schemaName to read into.", shown="(the latest)"),
-    Option("schemaVersionId", "glue: the schema version (a UUID) to read into, instead of a name."),
-    Option(
-        "schemaRegistryEndpointUrl", "glue: the Glue API endpoint (tests, VPC endpoints).", shown="(AWS's)"
-    ),
+    *schema_options(reading=True),
     Option(
         "valueColumns",
         "glue: struct (one column `value`) | flatten (the record's fields as top-level columns).",
@@ -48,11 +65,6 @@ VALUE_OPTIONS: tuple[Option, ...] = (
         "recordsWithoutHeader",
         "glue: fail | pass (a record without the registry's header: value null).",
         shown="fail",
-    ),
-    Option(
-        "protobufMessageName",
-        "glue, Protobuf schemas: the message of the .proto to read records into (its full name or its name).",
-        shown="(the first declared)",
     ),
 )
 

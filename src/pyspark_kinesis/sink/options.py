@@ -10,7 +10,7 @@ from ..config.aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from ..config.declared import BOOL, INT, Option, by_key, parse_declared
 from ..config.option_values import fold
 from ..config.stream_specs import StreamSpec, check_arn_region, parse_arn, parse_streams
-from ..config.value_format import ValueFormat, choice, parse_value_format
+from ..config.value_format import ValueFormat, choice, parse_value_format, schema_options
 from ..errors import OptionError
 from ..model import Position
 
@@ -85,18 +85,7 @@ _WRITING: tuple[Option, ...] = (
         "Avro, JSON Schema or Protobuf version and framed as the AWS Glue Schema Registry's serializers frame records).",
         shown="raw",
     ),
-    Option("schemaRegistryName", "glue: the registry of the schema to write records with (with schemaName)."),
-    Option("schemaName", "glue: the schema to write records with (with schemaRegistryName)."),
-    Option("schemaVersionNumber", "glue: the version of schemaName to write with.", shown="(the latest)"),
-    Option("schemaVersionId", "glue: the schema version (a UUID) to write with, instead of a name."),
-    Option(
-        "schemaRegistryEndpointUrl", "glue: the Glue API endpoint (tests, VPC endpoints).", shown="(AWS's)"
-    ),
-    Option(
-        "protobufMessageName",
-        "glue, Protobuf schemas: the message of the .proto to write (its full name or its name).",
-        shown="(the first declared)",
-    ),
+    *schema_options(reading=False),
     Option(
         "schemaDefinition",
         "glue: the schema's text (Avro schema, JSON Schema or .proto) to write with: the version of "
