@@ -19,7 +19,7 @@ from pyspark_kinesis.source.executor.modes import polling
 from pyspark_kinesis.source.executor.modes.polling import PollingPages, classify
 from pyspark_kinesis.source.executor.pages import Fault, FaultKind
 from pyspark_kinesis.source.executor.shard_read import fetch_shard
-from pyspark_kinesis.source.executor.worker_state import ITERATORS
+from pyspark_kinesis.source.executor.worker_state import ITERATOR_PACER, ITERATORS
 from pyspark_kinesis.source.state.offsets import ShardEnd
 from tests.unit.scripted import SHARD, SPEC, FakeProxy, client_error, context, records
 
@@ -59,9 +59,13 @@ class Pacing:
 
 @pytest.fixture(autouse=True)
 def fresh_iterators():
+    """No iterator kept and no shard's turn to wait for (a test that scripts the clock would
+    otherwise wait for a turn set by the real one)."""
     ITERATORS.clear()
+    ITERATOR_PACER.clear()
     yield
     ITERATORS.clear()
+    ITERATOR_PACER.clear()
 
 
 def pages(proxy: FakeProxy, **ctx: Any) -> PollingPages:

@@ -3,10 +3,14 @@
 Spark reuses executor Python workers from batch to batch, so module-level objects live as long as the
 worker. Two such objects serve every read of a shard in this process:
 
-- `PACER` paces the calls on each shard to the service's read quota: call starts at least 200 ms
-  apart (5 calls/s), and after a response of B bytes the next call waits until B /
+- `PACER` paces the GetRecords calls on each shard to the service's read quota: call starts at least
+  200 ms apart (5 calls/s), and after a response of B bytes the next call waits until B /
   shardReadBytesPerSecond has passed (a 10 MB response is followed by a pause, as Kinesis would
   otherwise refuse the calls).
+- `ITERATOR_PACER` spaces this process's GetShardIterator calls on each shard 400 ms apart: half the
+  shard's 5 calls/s, since another process may be asking too (a speculative copy of the task, a retried
+  attempt on another executor). A read that loses its iterator again and again (expired, trimmed
+  position) would otherwise ask as fast as its GetRecords pace allows and add the calls of its open.
 - `ITERATORS` keeps the shard iterator a read ended with, so the next batch of that shard starts
   without a GetShardIterator call.
 
@@ -23,21 +27,28 @@ import time
 from ...model import Position
 
 MIN_CALL_SPACING_S = 0.2  # 5 GetRecords calls per second per shard
+ITERATOR_SPACING_S = 0.4  # GetShardIterator: 5 calls per second per shard, shared with other processes
 
 
 class Pacer:
-    """Per-process pacing of the calls on each shard (see the module docstring)."""
+    """Per-process pacing of one kind of call on each shard (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spacing_s: float = MIN_CALL_SPACING_S) -> None:
+        self.spacing_s = spacing_s
         self._lock = threading.Lock()
         self._next: dict[tuple[str, str], float] = {}
+
+    def clear(self) -> None:
+        """Forget every shard's turn (a test that starts from a quiet process)."""
+        with self._lock:
+            self._next.clear()
 
     def before_call(self, key: tuple[str, str]) -> float:
         """Wait for the shard's turn; returns the call's start time."""
         with self._lock:
             now = time.monotonic()
             start = max(now, self._next.get(key, 0.0))
-            self._next[key] = start + MIN_CALL_SPACING_S
+            self._next[key] = start + self.spacing_s
         if start > now:
             time.sleep(start - now)
         return start
@@ -49,6 +60,7 @@ class Pacer:
 
 
 PACER = Pacer()
+ITERATOR_PACER = Pacer(ITERATOR_SPACING_S)
 
 
 class IteratorCache:

@@ -33,6 +33,7 @@ from ...agent.hub import SubscriptionRequest
 from ...agent.link import AgentLink, SubscriptionEnded
 from ...agent.relay import RelayBusy, RelayRefused
 from ..pages import Fault, FaultKind, Page, ReadContext
+from ..worker_state import ITERATOR_PACER
 from .polling import PollingPages
 
 EVENT_WAIT_S = 10.0  # a read asks the agent for an event this long at a time at most...
@@ -133,6 +134,7 @@ class FanOutPages:
         other things); then a subscription at TRIM_HORIZON."""
         if self.polling is not None:
             return self.polling.open_oldest()
+        ITERATOR_PACER.before_call((self.context.proxy.spec.key, self.context.shard))
         try:
             self.context.proxy.shard_iterator(self.context.shard, Position.trim_horizon())
         except CALL_ERRORS as exc:
@@ -222,6 +224,7 @@ class FanOutPages:
         if position is None or position.kind == INSIDE:
             return Page(page.records, -1, settled=page.settled)  # inside an aggregate: not at an end
         proxy = self.context.proxy
+        ITERATOR_PACER.before_call((proxy.spec.key, self.context.shard))
         try:
             response = proxy.get_records(proxy.shard_iterator(self.context.shard, position), 1)
         except CALL_ERRORS:

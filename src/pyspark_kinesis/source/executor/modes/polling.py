@@ -1,7 +1,8 @@
 """Polling: GetRecords pages, one paced call at a time; the continuation is the shard iterator.
 
 - Calls on one shard respect the service's read quota, per process (`worker_state.PACER`): 5 calls per
-  second, and after a response of B bytes a pause of B / shardReadBytesPerSecond.
+  second, and after a response of B bytes a pause of B / shardReadBytesPerSecond; GetShardIterator
+  calls are spaced too (`worker_state.ITERATOR_PACER`).
 - The iterator a read ends with is kept in the Python worker (`worker_state.ITERATORS`) for the
   shard's next batch: one GetShardIterator fewer per shard per batch (it has its own 5 calls/s quota).
 """
@@ -22,7 +23,7 @@ from ....aws.kinesis import describe_failure
 from ....config.stream_specs import StreamSpec
 from ....model import Position
 from ..pages import Fault, FaultKind, Page, ReadContext
-from ..worker_state import ITERATORS, PACER
+from ..worker_state import ITERATOR_PACER, ITERATORS, PACER
 
 
 def classify(exc: Exception, spec: StreamSpec) -> Fault:
@@ -56,6 +57,7 @@ class PollingPages:
             if kept is not None:
                 self.iterator, self.obtained = kept, time.monotonic()
                 return False
+        ITERATOR_PACER.before_call(self.key)
         try:
             self.iterator = self.proxy.shard_iterator(self.shard, position, verify=verify)
         except CALL_ERRORS as exc:
@@ -64,6 +66,7 @@ class PollingPages:
         return True
 
     def open_oldest(self) -> bool:
+        ITERATOR_PACER.before_call(self.key)
         try:
             self.iterator = self.proxy.shard_iterator(self.shard, Position.trim_horizon())
         except CALL_ERRORS as exc:

@@ -1,0 +1,83 @@
+"""The per-process pacing of calls on a shard (src/pyspark_kinesis/source/executor/worker_state.py),
+on a scripted clock: the spacing each pacer keeps per shard, and that polling and fan-out space their
+GetShardIterator calls with the iterator pacer (a read that reopens again and again, or a speculative
+copy beside its first attempt, stays inside the shard's 5 calls/s)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.executor import worker_state
+from pyspark_kinesis.source.executor.modes import fanout, polling
+from pyspark_kinesis.source.executor.worker_state import ITERATOR_SPACING_S, MIN_CALL_SPACING_S, Pacer
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, context
+
+
+class Clock:
+    """time.monotonic and time.sleep of worker_state, scripted: a sleep moves the clock."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+        monkeypatch.setattr(worker_state.time, "monotonic", lambda: self.now)
+        monkeypatch.setattr(worker_state.time, "sleep", self.sleep)
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 6))
+        self.now += seconds
+
+
+@pytest.mark.parametrize("spacing", [MIN_CALL_SPACING_S, ITERATOR_SPACING_S])
+def test_calls_on_one_shard_start_a_spacing_apart_and_other_shards_do_not_wait(monkeypatch, spacing):
+    clock = Clock(monkeypatch)
+    pacer = Pacer(spacing)
+    starts = [pacer.before_call(("s", "a")) for _ in range(3)]
+    assert starts == pytest.approx([100.0, 100.0 + spacing, 100.0 + 2 * spacing])
+    assert clock.slept == pytest.approx([spacing, spacing])
+    assert pacer.before_call(("s", "b")) == pytest.approx(clock.now)  # another shard: its own turn
+    assert len(clock.slept) == 2
+    clock.now += 10
+    assert pacer.before_call(("s", "a")) == pytest.approx(clock.now)  # long after: no wait
+    assert len(clock.slept) == 2
+
+
+def test_a_response_of_many_bytes_delays_the_shards_next_call(monkeypatch):
+    clock = Clock(monkeypatch)
+    pacer = Pacer()
+    started = pacer.before_call(("s", "a"))
+    pacer.after_response(("s", "a"), started, 2_000_000, 1_000_000)
+    assert pacer.before_call(("s", "a")) == pytest.approx(started + 2.0)
+    assert clock.slept == pytest.approx([2.0])
+
+
+class Recorder:
+    def __init__(self, monkeypatch) -> None:
+        self.keys: list[tuple[str, str]] = []
+        monkeypatch.setattr(
+            worker_state.ITERATOR_PACER, "before_call", lambda key: self.keys.append(key) or 0.0
+        )
+
+
+def test_polling_spaces_every_get_shard_iterator_call(monkeypatch):
+    paced = Recorder(monkeypatch)
+    source = polling.PollingPages(context(FakeProxy()))
+    source.open(Position.after("5"), verify=False, reuse=False)
+    source.open_oldest()
+    assert paced.keys == [(SPEC.key, SHARD), (SPEC.key, SHARD)]
+
+
+def test_a_kept_iterator_needs_no_turn(monkeypatch):
+    paced = Recorder(monkeypatch)
+    worker_state.ITERATORS.put(SPEC.key, SHARD, Position.after("5"), "kept", worker_state.time.monotonic())
+    source = polling.PollingPages(context(FakeProxy()))
+    assert source.open(Position.after("5"), verify=False, reuse=True) is False
+    assert paced.keys == []
+
+
+def test_fan_out_spaces_its_get_shard_iterator_calls(monkeypatch):
+    paced = Recorder(monkeypatch)
+    source = fanout.FanOutPages(context(FakeProxy()))
+    monkeypatch.setattr(source, "open", lambda *a, **k: True)
+    assert source.open_oldest() is True
+    assert paced.keys == [(SPEC.key, SHARD)]
