@@ -59,8 +59,9 @@ class ReadStuckError(RuntimeError):
     """A read took `MAX_STEPS` steps without ending: a bug or a service that never moves on."""
 
 
-class ShardRead(BatchCut):
-    """One shard's read in one batch: where it is, what it took, and why it stopped."""
+class ShardRead:
+    """One shard's read in one batch: where it is and why it stopped. What it took, and whether a limit,
+    the cutoff or the recorded end says the batch has enough, is its `cut`'s (`cutting.BatchCut`)."""
 
     def __init__(
         self,
@@ -76,14 +77,8 @@ class ShardRead(BatchCut):
         the attempt that recorded it read, or their loss reported; `tip_ms`: when a read last found the
         shard at the tip at `start` (0: not known)."""
         proxy = context.proxy
-        super().__init__(
-            proxy.name,
-            proxy.spec.key,
-            context.shard,
-            start,
-            context.limits,
-            None if expect is None else expect.end,
-        )
+        self.start, self.until = start, None if expect is None else expect.end
+        self.cut = BatchCut(proxy.name, proxy.spec.key, context.shard, start, context.limits, self.until)
         self.source = source_for(source, context) if isinstance(source, str) else source
         self.context, self.proxy, self.shard = context, proxy, context.shard
         self.expect, self.batch = expect, context.batch
@@ -93,7 +88,7 @@ class ShardRead(BatchCut):
         if expect is not None and expect.first is not None and expect.records > 0:
             # A replay needs nothing before the first record its first attempt read: start there, so that a
             # start that moves (TRIM_HORIZON, a timestamp) or an aged-out "after S" cannot shift it.
-            self.origin = Position.inside(expect.first[0], expect.first[1] - 1)
+            self.cut.origin = Position.inside(expect.first[0], expect.first[1] - 1)
         self.skip_from = start  # where the source was opened (a partly read aggregate's records skip)
         self.at_tip = self.closed = False
         self.children: tuple[str, ...] = ()
@@ -107,13 +102,13 @@ class ShardRead(BatchCut):
         """Read until something stops the read; returns the rows and where the shard's read ended."""
         start, until = self.start, self.until
         if start.is_end or (until is not None and until == start):
-            return self.cols, ShardEnd(start=start, end=start)
+            return self.cut.cols, ShardEnd(start=start, end=start)
         if until is None and start.kind == TIMESTAMP:
             self.policy.check_start(start)
         # The shard's last read may have left its continuation exactly at `start` (inside an aggregate
         # only where the source hands the rest of the last page back: the read skips what it consumed).
         partial_ok = self.source.keeps_partial
-        reuse = until is None and (start.kind != INSIDE or partial_ok) and self.origin == start
+        reuse = until is None and (start.kind != INSIDE or partial_ok) and self.cut.origin == start
         opened = False
         try:
             for _step in range(MAX_STEPS):
@@ -134,31 +129,31 @@ class ShardRead(BatchCut):
                 raise ReadStuckError(f"{self.policy.where}: the read did not end within {MAX_STEPS} steps")
             # A read that stopped inside a page keeps only where the source gives the rest back. (A
             # verified open whose S has not come back yet would hand S to the next batch unchecked.)
-            partial = self.stop or self.resume.kind == INSIDE
+            partial = self.cut.stop or self.cut.resume.kind == INSIDE
             between = opened and not self.closed and (partial_ok or not partial)
             between = between and self.anchor is None
             if until is None and between and self.behind < CACHE_MAX_BEHIND_MS:
-                self.holder = self.source.keep(self.resume)
+                self.holder = self.source.keep(self.cut.resume)
         finally:
             self.source.close()
-        return self.cols, self._end()
+        return self.cut.cols, self._end()
 
     def _over(self) -> bool:
-        if self.stop or self.closed:
+        if self.cut.stop or self.closed:
             return True
-        return self.until is None and not self.page_due and time.monotonic() > self.limits.deadline
+        return self.until is None and not self.page_due and time.monotonic() > self.context.limits.deadline
 
     def _want(self) -> int:
         """How many records the next page may hold (where the source can ask)."""
-        if self.until is None and self.limits.max_records > 0:
+        if self.until is None and self.context.limits.max_records > 0:
             # (a verified read's first page also holds the record it resumed after, which it drops)
             extra = 1 if self.anchor is not None and self.skip_from.kind == AFTER else 0
-            return max(1, min(MAX_GET_RECORDS, self.limits.max_records - len(self.cols) + extra))
+            return max(1, min(MAX_GET_RECORDS, self.context.limits.max_records - len(self.cut.cols) + extra))
         return MAX_GET_RECORDS
 
     def _open(self, reuse: bool) -> bool:
         """Open the source where the read got to; False after a failure the read survives."""
-        position = self.resume
+        position = self.cut.resume
         verify = self.until is None and position.anchor is not None
         try:
             fresh = self.source.open(position, verify=verify, reuse=reuse)
@@ -177,7 +172,7 @@ class ShardRead(BatchCut):
         if kind is FaultKind.AHEAD:
             # The start is ahead of the service's clock (a LATEST pinned by a driver whose clock runs
             # ahead, or a timestamp not reached yet): nothing can have arrived since. At the tip.
-            self.at_tip = self.stop = True
+            self.at_tip = self.cut.stop = True
             return opened
         if kind is FaultKind.GONE:
             return self._gone()
@@ -199,7 +194,7 @@ class ShardRead(BatchCut):
             ) from fault.cause
         pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.failures))
         if self.until is None:
-            pause = min(pause, max(0.0, self.limits.deadline - time.monotonic()))
+            pause = min(pause, max(0.0, self.context.limits.deadline - time.monotonic()))
         time.sleep(pause)
 
     def _gone(self) -> bool:
@@ -209,13 +204,13 @@ class ShardRead(BatchCut):
         to its end when none of it is left). A first read's start is judged by the tip rule; a replay
         goes on and `check_reproduced` judges its rows. Returns whether the source is open."""
         self.proxy.check_same_stream(within_s=10.0)
-        position = self.resume
+        position = self.cut.resume
         try:
             exists = self.source.open_oldest()
         except Fault as fault:
             self._back_off(fault)
             return False
-        start_gone = self.until is None and self.last is None
+        start_gone = self.until is None and self.cut.last is None
         if not exists:
             what = (
                 f"the shard is gone (past retention) before it was read to its end from {position.describe()}"
@@ -231,8 +226,8 @@ class ShardRead(BatchCut):
             self.closed = True
             return False
         self.skip_from = Position.trim_horizon()
-        if self.last is None:
-            self.origin = Position.trim_horizon()
+        if self.cut.last is None:
+            self.cut.origin = Position.trim_horizon()
         return True
 
     # -- a page ----------------------------------------------------------------------------------
@@ -242,8 +237,8 @@ class ShardRead(BatchCut):
         records = page.records
         if self.anchor is not None:
             records = self._check_anchor(records, page)
-        self.take(records, self.skip_from)
-        if self.stop:
+        self.cut.take(records, self.skip_from)
+        if self.cut.stop:
             return True
         self.behind = page.behind_ms
         if page.ended:
@@ -296,43 +291,43 @@ class ShardRead(BatchCut):
 
     # -- the end ---------------------------------------------------------------------------------
     def _end(self) -> ShardEnd:
-        until = self.until
+        until, cut = self.until, self.cut
         if until is not None:
             assert self.expect is not None
-            reached = self.closed if until.kind == END else self.done_until
-            self.policy.check_reproduced(self.expect, self.start, reached, len(self.cols), self.first)
+            reached = self.closed if until.kind == END else cut.done_until
+            self.policy.check_reproduced(self.expect, self.start, reached, len(cut.cols), cut.first)
             end = until
-        elif self.closed and not self.stop:
+        elif self.closed and not cut.stop:
             end = Position.shard_end()
-        elif self.last is None:
+        elif cut.last is None:
             # Nothing taken: the read ends where it started, whichever way the service answered a start
             # that aged out (an error sends the read to the oldest record: `_gone`; an iterator at the
             # oldest record does not move it). An end of TRIM_HORIZON would be one no replay can reach
             # exactly while the shard stays quiet.
             end = self.start
         else:
-            end = self.resume
-        if self.misplaced:
+            end = cut.resume
+        if cut.misplaced:
             log.warning(
                 "Kinesis stream '%s', shard %s: %d user records of KPL aggregates lie outside the shard's hash "
                 "key range and were dropped, as the KCL drops them (a KPL producer's stale shard map puts them "
                 "there after a reshard, and it re-sends them to the shard that holds their keys)",
-                self.cols.stream, self.cols.shard, self.misplaced,
+                cut.cols.stream, cut.cols.shard, cut.misplaced,
             )  # fmt: skip
         return ShardEnd(
             start=self.start,
             end=end,
-            records=len(self.cols),
-            bytes=self.n_bytes,
+            records=len(cut.cols),
+            bytes=cut.n_bytes,
             at_tip=self.at_tip,
-            reached_cutoff=self.reached_cutoff,
+            reached_cutoff=cut.reached_cutoff,
             children=self.children,
             millis_behind=self.behind,
             read_at_ms=int(time.time() * 1000),
-            first=self.first,
+            first=cut.first,
             holder=self.holder,
             losses=tuple(self.policy.losses),
-            misplaced=self.misplaced,
+            misplaced=cut.misplaced,
         )
 
 
