@@ -136,13 +136,13 @@ def main() -> None:
             writer = writer.trigger(processingTime=cfg.get("interval", "300 milliseconds"))
         return writer.start()
 
-    from pyspark_kinesis import spark_api
+    from pyspark_kinesis import spark_features
 
-    # PySpark 4.0/4.1 run a Python source's AvailableNow as one batch (see `spark_api`), and every
+    # PySpark 4.0/4.1 run a Python source's AvailableNow as one batch (see `spark_features`), and every
     # version runs trigger(once=True) so: drained by running it again until a run brings nothing, as a
     # user there would (with drainInOneBatch the second run brings nothing).
     one_batch = cfg.get("trigger") == "once" or (
-        cfg.get("trigger") == "availableNow" and not spark_api.ADMISSION_CONTROL
+        cfg.get("trigger") == "availableNow" and not spark_features.ADMISSION_CONTROL
     )
     runs = 60 if one_batch else 1
     for _run in range(runs):

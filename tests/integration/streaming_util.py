@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pyspark_kinesis import spark_api
+from pyspark_kinesis import spark_features
 
 
 def reader(spark, endpoint: str, stream: str | None, meta: str, **options):
@@ -66,10 +66,10 @@ def run_available_now(
     spark, df, checkpoint: str, collector: Collector, timeout_s: float = 180, output_mode: str = "append"
 ) -> list:
     """An AvailableNow run into `collector`. On PySpark 4.0/4.1, where Spark runs a Python source's
-    AvailableNow as one batch (see `spark_api`), runs again until a run brings nothing, as a user
+    AvailableNow as one batch (see `spark_features`), runs again until a run brings nothing, as a user
     draining a backlog there would: each run goes on exactly where the last one ended. Returns the
     queries run."""
-    if spark_api.ADMISSION_CONTROL:
+    if spark_features.ADMISSION_CONTROL:
         return [_run_available_now(df, checkpoint, collector, timeout_s, output_mode)]
     queries = []
     for _run in range(MAX_DRAIN_RUNS):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_kinesis import metrics, spark_api
+from pyspark_kinesis import metrics, spark_features
 from tests.helpers import client, new_stream, put, shard_sequences
 from tests.integration.streaming_util import (
     Collector,
@@ -59,7 +59,7 @@ def test_a_resume_after_a_record_that_aged_out_is_a_loss(
         else:
             queries = run_available_now(spark, df, cp, again)
             assert [bytes(r["data"]).decode() for r in again.rows] == [d for _s, d in records[20:]]
-            if spark_api.ADMISSION_CONTROL:  # (PySpark 4.2+: the lag report is in the query's progress)
+            if spark_features.ADMISSION_CONTROL:  # (PySpark 4.2+: the lag report is in the query's progress)
                 # The driver reports the loss from the batch-end record, whichever executor met it.
                 lossy = [
                     (figures["batch"], figures["shardsWithDataLoss"])

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from pyspark_kinesis import metrics, spark_api
+from pyspark_kinesis import metrics, spark_features
 from pyspark_kinesis.cli.app import app
 from tests.helpers import client, new_stream, read_all
 from tests.integration.streaming_util import Collector, reader, wait_for
@@ -150,7 +150,9 @@ def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, local_s3,
         queries.append(query)
     assert len(collected.rows) == 120
 
-    if not spark_api.ADMISSION_CONTROL:  # PySpark 4.0/4.1 put no lag in the progress (`lag` below counts)
+    if (
+        not spark_features.ADMISSION_CONTROL
+    ):  # PySpark 4.0/4.1 put no lag in the progress (`lag` below counts)
         spark.streams.removeListener(listener)
     else:
         report = metrics.lag(queries[1])

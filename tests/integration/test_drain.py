@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from pyspark_kinesis import spark_api
+from pyspark_kinesis import spark_features
 from tests.driver import committed, config, in_flight, output_rows, run_driver, start_driver, task_records
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
 from tests.integration.streaming_util import Collector, reader
@@ -52,7 +52,7 @@ def test_one_run_reads_the_backlog_in_one_batch_of_bounded_chunks(spark, kinesal
         reader(spark, kinesalite.endpoint, stream, meta, drainInOneBatch="true", **options), cp, sink, trigger
     )
     assert_exactly_once(sink.rows, expected)
-    if trigger == "availableNow" and spark_api.ADMISSION_CONTROL:
+    if trigger == "availableNow" and spark_features.ADMISSION_CONTROL:
         # PySpark 4.2+ runs AvailableNow in bounded batches by itself: the option does not apply.
         assert len(sink.batches) >= 5 and all(len(rows) <= 100 for _, rows in sink.batches)
         return

@@ -130,7 +130,7 @@ def test_a_closed_shard_is_read_to_its_end_through_empty_responses(kinesalite):
     """kinesalite may end a closed shard only on the second empty read after its last record; a read that
     stopped at the first one would leave the shard open forever and its children waiting (found by
     the chaos suite: an AvailableNow run ended with the children of such a shard unread)."""
-    from pyspark_kinesis.source.executor.worker_state import ITERATORS
+    from pyspark_kinesis.source.executor.iterator_cache import ITERATORS
     from tests.helpers import split
 
     kin = client(kinesalite.endpoint)

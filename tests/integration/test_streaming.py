@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pyspark_kinesis import spark_api
+from pyspark_kinesis import spark_features
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
 from tests.integration.streaming_util import (
     Collector,
@@ -109,7 +109,8 @@ def test_at_timestamp_starts_at_that_time(spark, any_kinesis, tmp_path):
 
 
 @pytest.mark.skipif(
-    not spark_api.ADMISSION_CONTROL, reason="PySpark 4.0/4.1 run a Python source's AvailableNow as one batch"
+    not spark_features.ADMISSION_CONTROL,
+    reason="PySpark 4.0/4.1 run a Python source's AvailableNow as one batch",
 )
 def test_available_now_reads_in_bounded_batches_and_stops_at_the_start_time(spark, kinesalite, tmp_path):
     kin = client(kinesalite.endpoint)

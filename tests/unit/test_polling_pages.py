@@ -15,11 +15,12 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from pyspark_kinesis.errors import DataLossError, StreamAccessError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor.cutting import ShardLimits
+from pyspark_kinesis.source.executor.iterator_cache import ITERATORS
 from pyspark_kinesis.source.executor.modes import polling
 from pyspark_kinesis.source.executor.modes.polling import PollingPages, classify
+from pyspark_kinesis.source.executor.pacing import ITERATOR_PACER
 from pyspark_kinesis.source.executor.pages import Fault, FaultKind
 from pyspark_kinesis.source.executor.shard_read import fetch_shard
-from pyspark_kinesis.source.executor.worker_state import ITERATOR_PACER, ITERATORS
 from pyspark_kinesis.source.state.offsets import ShardEnd
 from tests.unit.scripted import SHARD, SPEC, FakeProxy, client_error, context, records
 

@@ -1,4 +1,4 @@
-"""The stream reader on both shapes of PySpark's API (`spark_api`): PySpark 4.2+ hands `latestOffset`
+"""The stream reader on both shapes of PySpark's API (`spark_features`): PySpark 4.2+ hands `latestOffset`
 the start and a read limit; 4.0/4.1 call it without arguments, and a restarted query's last logged
 offset reaches the reader only as `partitions(X, X)` (Spark's `setLatestSeenOffset`). Planned by the
 real planner over fakes (planner_fakes.py), no Spark."""
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from pyspark_kinesis import spark_api
+from pyspark_kinesis import spark_features
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.readers import KinesisStreamReader
 from pyspark_kinesis.source.state.offsets import SourceOffset
@@ -81,18 +81,18 @@ def test_a_replayed_older_batch_does_not_move_the_reader_back():
 
 
 @pytest.mark.skipif(
-    not spark_api.ADMISSION_CONTROL, reason="read limits reach Python sources from PySpark 4.2"
+    not spark_features.ADMISSION_CONTROL, reason="read limits reach Python sources from PySpark 4.2"
 )
 def test_with_arguments_the_read_limit_given_wins():
     h = one_stream(maxRecordsPerBatch="6")
     reader = reader_for(h)
     start = reader.initialOffset()
-    planned = reader.latestOffset(start, spark_api.ReadMaxRows(2))
+    planned = reader.latestOffset(start, spark_features.ReadMaxRows(2))
     assert (
         sum(s.max_records for s in SourceOffset.from_json(planned).streams[A].values() if s.task != -1) == 2
     )
     everything = reader_for(one_stream(maxRecordsPerBatch="6"))
-    unbounded = everything.latestOffset(everything.initialOffset(), spark_api.ReadAllAvailable())
+    unbounded = everything.latestOffset(everything.initialOffset(), spark_features.ReadAllAvailable())
     assert all(s.max_records == -1 for s in SourceOffset.from_json(unbounded).streams[A].values())
 
 
@@ -103,8 +103,8 @@ def test_the_api_detection_matches_the_installed_pyspark():
     from packaging.version import Version
 
     installed = Version(pyspark.__version__)
-    assert (installed >= Version("4.2")) == spark_api.ADMISSION_CONTROL, installed
-    assert (installed >= Version("4.1")) == spark_api.ARROW_STREAM_WRITER, installed
+    assert (installed >= Version("4.2")) == spark_features.ADMISSION_CONTROL, installed
+    assert (installed >= Version("4.1")) == spark_features.ARROW_STREAM_WRITER, installed
 
 
 def behind(h: Harness, offset_json: dict, seq: int, millis: int) -> None:
@@ -159,8 +159,8 @@ def test_the_detected_api_matches_the_installed_pyspark():
     not silently move the connector onto the 4.0/4.1 paths, where it runs, only worse."""
     import pyspark
 
-    from pyspark_kinesis import spark_api
+    from pyspark_kinesis import spark_features
 
     major, minor = (int(part) for part in pyspark.__version__.split(".")[:2])
-    assert ((major, minor) >= (4, 2)) == spark_api.ADMISSION_CONTROL, pyspark.__version__
-    assert ((major, minor) >= (4, 1)) == spark_api.ARROW_STREAM_WRITER, pyspark.__version__
+    assert ((major, minor) >= (4, 2)) == spark_features.ADMISSION_CONTROL, pyspark.__version__
+    assert ((major, minor) >= (4, 1)) == spark_features.ARROW_STREAM_WRITER, pyspark.__version__

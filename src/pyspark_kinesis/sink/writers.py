@@ -18,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from .. import spark_api
+from .. import spark_features
 from ..aws.kinesis import KinesisProxy, partition_key_optional, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
@@ -352,15 +352,15 @@ class KinesisStreamWriter(DataSourceStreamWriter):
         )
 
 
-if spark_api.ARROW_STREAM_WRITER:
+if spark_features.ARROW_STREAM_WRITER:
 
-    class KinesisStreamArrowWriter(KinesisStreamWriter, spark_api.DataSourceStreamArrowWriter):
+    class KinesisStreamArrowWriter(KinesisStreamWriter, spark_features.DataSourceStreamArrowWriter):
         def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
             return write_partition(self.config, iterator)
 
 
 def stream_writer(config: SinkConfig) -> KinesisStreamWriter:
-    """The streaming writer for the running PySpark (see `spark_api`)."""
-    if spark_api.ARROW_STREAM_WRITER:
+    """The streaming writer for the running PySpark (see `spark_features`)."""
+    if spark_features.ARROW_STREAM_WRITER:
         return KinesisStreamArrowWriter(config)
     return KinesisStreamWriter(config)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
-from .. import spark_api
+from .. import spark_features
 from .executor.task import BackfillSlice, read_backfill, read_task
 from .options import SourceConfig
 from .state.offsets import SourceOffset, TaskPlan
@@ -41,7 +41,7 @@ class KinesisStreamReader(DataSourceStreamReader):
     """`spark.readStream.format("kinesis")`: offsets and tasks from the planner, rows from `read_task`.
 
     On PySpark 4.2+ Spark hands `latestOffset` the batch's start and read limit; on 4.0/4.1 it calls it
-    without arguments (see `spark_api`), and the reader plans from the newest offset it has seen
+    without arguments (see `spark_features`), and the reader plans from the newest offset it has seen
     instead: the initial one, every offset Spark passed to `partitions`/`commit` (a restarted query's
     last logged offset arrives as `partitions(X, X)`: Spark's `setLatestSeenOffset`), and every one it
     returned. The planner is the same either way: it bounds each batch by the options' limits, and a
@@ -99,15 +99,15 @@ class KinesisStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return self._see(self.planner.initial_offset()).to_json()
 
-    def getDefaultReadLimit(self) -> spark_api.ReadLimit:
+    def getDefaultReadLimit(self) -> spark_features.ReadLimit:
         """(PySpark 4.2+.)"""
         if self.config.max_records_per_batch:
-            return spark_api.ReadMaxRows(self.config.max_records_per_batch)
+            return spark_features.ReadMaxRows(self.config.max_records_per_batch)
         if self.config.max_bytes_per_batch:
-            return spark_api.ReadMaxBytes(self.config.max_bytes_per_batch)
-        return spark_api.ReadAllAvailable()
+            return spark_features.ReadMaxBytes(self.config.max_bytes_per_batch)
+        return spark_features.ReadAllAvailable()
 
-    def latestOffset(self, start: dict | None = None, limit: spark_api.ReadLimit | None = None) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: spark_features.ReadLimit | None = None) -> dict:
         """The next batch's offset (or `start` when there is nothing to read now). Without arguments
         (PySpark 4.0/4.1), from the newest offset seen and the options' batch limits."""
         max_rows, max_bytes = self.config.max_records_per_batch, self.config.max_bytes_per_batch
@@ -115,11 +115,11 @@ class KinesisStreamReader(DataSourceStreamReader):
             offset = self._seen if self._seen is not None else self._see(self.planner.initial_offset())
         else:
             offset = SourceOffset.from_json(start)
-            if isinstance(limit, spark_api.ReadAllAvailable):
+            if isinstance(limit, spark_features.ReadAllAvailable):
                 max_rows = max_bytes = None
-            elif isinstance(limit, spark_api.ReadMaxRows):
+            elif isinstance(limit, spark_features.ReadMaxRows):
                 max_rows = limit.max_rows
-            elif isinstance(limit, spark_api.ReadMaxBytes):
+            elif isinstance(limit, spark_features.ReadMaxBytes):
                 max_bytes = limit.max_bytes
         if self.config.drain_in_one_batch and not self._available_now:
             self._drain_once()
@@ -183,9 +183,9 @@ class KinesisStreamReader(DataSourceStreamReader):
         yield from read_task(self.config, partition.plan)
 
 
-if spark_api.ADMISSION_CONTROL:
+if spark_features.ADMISSION_CONTROL:
 
-    class KinesisAvailableNowReader(KinesisStreamReader, spark_api.SupportsTriggerAvailableNow):
+    class KinesisAvailableNowReader(KinesisStreamReader, spark_features.SupportsTriggerAvailableNow):
         """PySpark 4.2+: `trigger(availableNow=True)` reads what was there when the run started, in as
         many batches as the limits make, then stops."""
 
@@ -197,8 +197,8 @@ if spark_api.ADMISSION_CONTROL:
 
 
 def stream_reader(config: SourceConfig) -> KinesisStreamReader:
-    """The stream reader for the running PySpark (see `spark_api`)."""
-    if spark_api.ADMISSION_CONTROL:
+    """The stream reader for the running PySpark (see `spark_features`)."""
+    if spark_features.ADMISSION_CONTROL:
         return KinesisAvailableNowReader(config)
     return KinesisStreamReader(config)
 

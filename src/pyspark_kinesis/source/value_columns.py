@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 from ..aws import glue_registry
 from ..config.value_format import COLUMN, FLATTEN, ValueFormat
 from ..errors import OptionError
-from ..spark_api import arrow_type
+from ..spark_features import arrow_type
 from ..values import json_types, protobuf_types
 from ..values.avro_types import UnsupportedSchema, parse, spark_type
 from ..values.glue_values import GlueValues

@@ -49,7 +49,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..spark_api import arrow_type
+from ..spark_features import arrow_type
 
 try:
     import fastavro
@@ -178,7 +178,7 @@ class AvroValues:
         require_fastavro()
         self.reader = reader
         self.spark = spark_type(reader)
-        self.arrow = arrow_type(self.spark)  # exactly what Spark expects of the column (see spark_api)
+        self.arrow = arrow_type(self.spark)  # exactly what Spark expects of the column (see spark_features)
         self.convert = converter(reader)  # None: fastavro's values are already what Arrow takes
 
     def decode(self, body: bytes, writer: Any) -> Any:

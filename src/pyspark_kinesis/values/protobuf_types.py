@@ -45,7 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..spark_api import arrow_type
+from ..spark_features import arrow_type
 from .avro_types import UnsupportedSchema
 
 MAX_DEPTH = 32

@@ -39,7 +39,7 @@ def report_losses(batch: int, ends: Mapping[ShardRef, ShardEnd]) -> None:
 def report_backlog(batch: int, ends: Mapping[ShardRef, ShardEnd]) -> bool:
     """PySpark 4.0/4.1: a run's first planning says, once, when the batch it starts from left shards
     behind their stream's tip. There `trigger(availableNow=True)` runs one bounded batch and stops
-    (see `spark_api`), and the planner hears nothing after a run's last batch: the next run is the
+    (see `spark_features`), and the planner hears nothing after a run's last batch: the next run is the
     first moment the connector can tell a nightly catch-up job that each run reads only a part of
     what is there. Returns whether it warned."""
     behind = {ref: end.millis_behind for ref, end in ends.items() if end.millis_behind > 0}

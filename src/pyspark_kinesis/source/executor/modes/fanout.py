@@ -32,8 +32,8 @@ from ....model import INSIDE, TIMESTAMP, Position
 from ...agent.hub import SubscriptionRequest
 from ...agent.link import AgentLink, SubscriptionEnded
 from ...agent.relay import RelayBusy, RelayRefused
+from ..pacing import ITERATOR_PACER
 from ..pages import Fault, FaultKind, Page, ReadContext
-from ..worker_state import ITERATOR_PACER
 from .polling import PollingPages
 
 EVENT_WAIT_S = 10.0  # a read asks the agent for an event this long at a time at most...

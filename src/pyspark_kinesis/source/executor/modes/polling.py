@@ -1,9 +1,9 @@
 """Polling: GetRecords pages, one paced call at a time; the continuation is the shard iterator.
 
-- Calls on one shard respect the service's read quota, per process (`worker_state.PACER`): 5 calls per
+- Calls on one shard respect the service's read quota, per process (`pacing.PACER`): 5 calls per
   second, and after a response of B bytes a pause of B / shardReadBytesPerSecond; GetShardIterator
-  calls are spaced too (`worker_state.ITERATOR_PACER`).
-- The iterator a read ends with is kept in the Python worker (`worker_state.ITERATORS`) for the
+  calls are spaced too (`pacing.ITERATOR_PACER`).
+- The iterator a read ends with is kept in the Python worker (`iterator_cache.ITERATORS`) for the
   shard's next batch: one GetShardIterator fewer per shard per batch (it has its own 5 calls/s quota).
 """
 
@@ -22,8 +22,9 @@ from ....aws.error_kinds import (
 from ....aws.kinesis import describe_failure
 from ....config.stream_specs import StreamSpec
 from ....model import Position
+from ..iterator_cache import ITERATORS
+from ..pacing import ITERATOR_PACER, PACER
 from ..pages import Fault, FaultKind, Page, ReadContext
-from ..worker_state import ITERATOR_PACER, ITERATORS, PACER
 
 
 def classify(exc: Exception, spec: StreamSpec) -> Fault:

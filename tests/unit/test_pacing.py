@@ -1,27 +1,30 @@
-"""The per-process pacing of calls on a shard (src/pyspark_kinesis/source/executor/worker_state.py),
+"""The per-process pacing of calls on a shard (src/pyspark_kinesis/source/executor/pacing.py),
 on a scripted clock: the spacing each pacer keeps per shard, and that polling and fan-out space their
 GetShardIterator calls with the iterator pacer (a read that reopens again and again, or a speculative
 copy beside its first attempt, stays inside the shard's 5 calls/s)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.executor import worker_state
+from pyspark_kinesis.source.executor import pacing
+from pyspark_kinesis.source.executor.iterator_cache import ITERATORS
 from pyspark_kinesis.source.executor.modes import fanout, polling
-from pyspark_kinesis.source.executor.worker_state import ITERATOR_SPACING_S, MIN_CALL_SPACING_S, Pacer
+from pyspark_kinesis.source.executor.pacing import ITERATOR_SPACING_S, MIN_CALL_SPACING_S, Pacer
 from tests.unit.scripted import SHARD, SPEC, FakeProxy, context
 
 
 class Clock:
-    """time.monotonic and time.sleep of worker_state, scripted: a sleep moves the clock."""
+    """time.monotonic and time.sleep of the pacer, scripted: a sleep moves the clock."""
 
     def __init__(self, monkeypatch) -> None:
         self.now = 100.0
         self.slept: list[float] = []
-        monkeypatch.setattr(worker_state.time, "monotonic", lambda: self.now)
-        monkeypatch.setattr(worker_state.time, "sleep", self.sleep)
+        monkeypatch.setattr(pacing.time, "monotonic", lambda: self.now)
+        monkeypatch.setattr(pacing.time, "sleep", self.sleep)
 
     def sleep(self, seconds: float) -> None:
         self.slept.append(round(seconds, 6))
@@ -54,9 +57,7 @@ def test_a_response_of_many_bytes_delays_the_shards_next_call(monkeypatch):
 class Recorder:
     def __init__(self, monkeypatch) -> None:
         self.keys: list[tuple[str, str]] = []
-        monkeypatch.setattr(
-            worker_state.ITERATOR_PACER, "before_call", lambda key: self.keys.append(key) or 0.0
-        )
+        monkeypatch.setattr(pacing.ITERATOR_PACER, "before_call", lambda key: self.keys.append(key) or 0.0)
 
 
 def test_polling_spaces_every_get_shard_iterator_call(monkeypatch):
@@ -69,7 +70,7 @@ def test_polling_spaces_every_get_shard_iterator_call(monkeypatch):
 
 def test_a_kept_iterator_needs_no_turn(monkeypatch):
     paced = Recorder(monkeypatch)
-    worker_state.ITERATORS.put(SPEC.key, SHARD, Position.after("5"), "kept", worker_state.time.monotonic())
+    ITERATORS.put(SPEC.key, SHARD, Position.after("5"), "kept", time.monotonic())
     source = polling.PollingPages(context(FakeProxy()))
     assert source.open(Position.after("5"), verify=False, reuse=True) is False
     assert paced.keys == []
