@@ -28,8 +28,8 @@ __all__ = [
     "balanced",
     "hash_mod",
     "hash_range",
-    "register",
-    "resolve",
+    "register_assigner",
+    "assigner_for",
     # measures (FLINK-24639)
     "load_lower_bound",
     "overload_by_count",
@@ -182,7 +182,7 @@ def _improve(tasks: list[list[str]], weights: Mapping[str, float], cap: int, rou
 STRATEGIES: dict[str, Assigner] = {"hash_mod": hash_mod, "hash_range": hash_range, "balanced": balanced}
 
 
-def register(name: str, assigner: Assigner) -> None:
+def register_assigner(name: str, assigner: Assigner) -> None:
     """Make a custom assigner selectable by name (option ``shardAssigner``).
 
     Parameters
@@ -196,18 +196,18 @@ def register(name: str, assigner: Assigner) -> None:
     Examples
     --------
     >>> from pyspark_kinesis import assign
-    >>> assign.register("one_task", lambda shards, n, load: [[s["ShardId"] for s in shards]] + [[]] * (n - 1))
+    >>> assign.register_assigner("one_task", lambda shards, n, load: [[s["ShardId"] for s in shards]] + [[]] * (n - 1))
     """
     STRATEGIES[name] = assigner
 
 
-def resolve(strategy: str) -> Assigner:
+def assigner_for(strategy: str) -> Assigner:
     """The assigner a strategy names: a registered name, or ``package.module:function``.
 
     Parameters
     ----------
     strategy : str
-        ``balanced``, ``hash_range``, ``hash_mod``, a name given to `register`, or
+        ``balanced``, ``hash_range``, ``hash_mod``, a name given to `register_assigner`, or
         ``package.module:function`` importable on the driver.
 
     Returns
@@ -244,7 +244,7 @@ def assign(
     num_tasks : int
         How many tasks (at least 1).
     strategy : str, default "balanced"
-        See `resolve`.
+        See `assigner_for`.
     load : mapping of str to float, optional
         Expected work per shard id (recent bytes, say); the hash-key-range share stands in when absent.
 
@@ -267,7 +267,7 @@ def assign(
     """
     if num_tasks < 1:
         raise ValueError("num_tasks must be at least 1")
-    tasks = resolve(strategy)(shards, num_tasks, load)
+    tasks = assigner_for(strategy)(shards, num_tasks, load)
     placed = sorted(sid for task in tasks for sid in task)
     if placed != sorted(s["ShardId"] for s in shards) or len(tasks) != num_tasks:
         raise ValueError(f"assigner {strategy!r} must place every shard exactly once on {num_tasks} tasks")

@@ -110,9 +110,9 @@ def test_task_count_follows_the_options():
 
 
 def test_custom_assigner_by_import_path_and_bad_ones():
-    assert assign.resolve("pyspark_kinesis.assign:hash_range") is assign.hash_range
+    assert assign.assigner_for("pyspark_kinesis.assign:hash_range") is assign.hash_range
     with pytest.raises(KeyError):
-        assign.resolve("nope")
+        assign.assigner_for("nope")
     with pytest.raises(ValueError, match="every shard exactly once"):
-        assign.register("broken", lambda shards, n, load: [[] for _ in range(n)])
+        assign.register_assigner("broken", lambda shards, n, load: [[] for _ in range(n)])
         assign.assign(uniform(3), 2, "broken")

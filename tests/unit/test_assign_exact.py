@@ -176,7 +176,7 @@ def test_assign_refuses_no_tasks_and_resolve_names_what_it_could_not_find():
     with pytest.raises(ValueError, match="num_tasks must be at least 1"):
         assign.assign([_shard("s0")], 0)
     with pytest.raises(KeyError, match="no-such-assigner"):
-        assign.resolve("no-such-assigner")
+        assign.assigner_for("no-such-assigner")
 
 
 def test_one_task_target_without_a_per_task_cap_is_one_task():

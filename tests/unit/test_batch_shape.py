@@ -50,7 +50,7 @@ def test_the_assigner_sees_shards_of_several_streams_under_unique_ids_with_their
         seen.append([dict(s) for s in shards])
         return assign.hash_mod(shards, num_tasks, load)
 
-    assign.register("recording-for-test", recording)
+    assign.register_assigner("recording-for-test", recording)
     try:
         shape = BatchShape(config("alpha", "beta", targetTasks="2", shardAssigner="recording-for-test"))
         refs = [(B, S2), (A, S0), (B, S0), (A, S3)]
@@ -84,7 +84,7 @@ def test_one_stream_keeps_its_shard_ids_and_the_assigner_gets_the_recent_load():
         seen.append(([s["ShardId"] for s in shards], load))
         return assign.balanced(shards, num_tasks, load)
 
-    assign.register("recording-load-for-test", recording)
+    assign.register_assigner("recording-load-for-test", recording)
     try:
         shape = BatchShape(config("alpha", maxShardsPerTask="2", shardAssigner="recording-load-for-test"))
         refs = [(A, S0), (A, S1), (A, S2), (A, S3)]

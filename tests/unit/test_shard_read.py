@@ -311,7 +311,7 @@ class ToyPages:
 
 
 def test_a_third_way_of_reading_is_one_class_and_one_registration():
-    modes.register("toy", ToyPages)
+    modes.register_mode("toy", ToyPages)
     try:
         cols, end = ShardRead("toy", context(max_records=5), Position.trim_horizon()).run()
         assert seqs(cols) == ["1", "2", "3", "4", "5"] and end.end == Position.after("5")

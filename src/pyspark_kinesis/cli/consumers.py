@@ -65,7 +65,7 @@ def list_(
 
 
 @consumers_app.command("register")
-def register(
+def register_consumer(
     stream: str = typer.Argument(..., help="Stream name or ARN."),
     name: str = typer.Argument(..., help="Consumer name (an existing consumer of this name is reused)."),
     endpoint_url: str = ENDPOINT,

@@ -163,7 +163,7 @@ class SinkConfig:
     value: ValueFormat = field(default_factory=ValueFormat)
     write_schema: SchemaToWrite | None = None
 
-    def resolve(self, stream: str) -> str | None:
+    def target_of(self, stream: str) -> str | None:
         """How a row's stream is written: the stream itself without `streams`; else the matching
         entry's ARN or name (None when no entry matches, or when a name matches several entries)."""
         if not self.targets:

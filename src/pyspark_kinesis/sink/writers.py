@@ -259,7 +259,7 @@ def _target(config: SinkConfig, stream: str | None) -> tuple[str | None, str | N
         return stream, f"streamName '{stream}' is not a Kinesis stream ARN"
     if not config.targets:
         return stream, None
-    resolved = config.resolve(stream)
+    resolved = config.target_of(stream)
     if resolved is None:
         return stream, (
             f"streamName '{stream}' is not one of the streams option's entries, or names several "

@@ -326,7 +326,7 @@ def _assigner(opts: Mapping[str, str]) -> str:
 
     name = _DECLARED["shardAssigner"].parse(opts)
     try:
-        assign.resolve(name)
+        assign.assigner_for(name)
     except (KeyError, ImportError, AttributeError, ValueError):
         raise OptionError(
             "shardAssigner",

@@ -27,7 +27,7 @@ def _fan_out(context: ReadContext) -> PageSource:
 MODES: dict[str, Factory] = {"polling": _polling, "efo": _fan_out}
 
 
-def register(name: str, factory: Factory) -> None:
+def register_mode(name: str, factory: Factory) -> None:
     """Add a way of reading under `name` (the value of `consumerType` that selects it)."""
     MODES[name] = factory
 
