@@ -42,8 +42,8 @@ def test_a_read_stops_at_the_tip_after_one_call(any_kinesis):
         cols, first = fetch_shard(source, shard, Position.trim_horizon(), ShardLimits(100_000, 1 << 26))
         # kinesalite says MillisBehindLatest 0 with the records; kinesis-local may only on the next call.
         assert len(cols) == 40 and (first.at_tip or any_kinesis.kind == "kinesis-local")
-        cols, second = fetch_shard(source, shard, first.end, ShardLimits(100_000, 1 << 26))
-        assert len(cols) == 0 and second.at_tip and second.end == first.end
+        cols, second = fetch_shard(source, shard, first.reached, ShardLimits(100_000, 1 << 26))
+        assert len(cols) == 0 and second.at_tip and second.reached == first.reached
     # kinesalite reports MillisBehindLatest 0 at once; kinesis-local may need a call to get there.
     assert len(get_records_times(counting)) <= 3
     # The second read continued with the iterator the first one ended with: no GetShardIterator.
@@ -62,7 +62,7 @@ def test_calls_on_one_shard_are_paced_to_the_read_quota(kinesalite):
         unpaced = ShardLimits(100, -1, bytes_per_second=0)
         _cols, end = fetch_shard(source, shard, Position.trim_horizon(), unpaced)
         for _ in range(3):  # empty reads at the tip: only the 5 calls/s spacing applies
-            fetch_shard(source, shard, end.end, unpaced)
+            fetch_shard(source, shard, end.reached, unpaced)
         calls = get_records_times(counting)
         assert len(calls) == 4
         # Spaced 200 ms where they leave the client; seen at the proxy a loaded machine's scheduling
@@ -72,7 +72,7 @@ def test_calls_on_one_shard_are_paced_to_the_read_quota(kinesalite):
         paced = ShardLimits(100, -1, bytes_per_second=200_000)
         cols, _end = fetch_shard(source, shard, Position.trim_horizon(), paced)
         assert pc.sum(pc.binary_length(cols.payloads())).as_py() == 100_000
-        fetch_shard(source, shard, end.end, paced)
+        fetch_shard(source, shard, end.reached, paced)
         calls = get_records_times(counting)
         assert calls[-1] - calls[-2] >= 0.4, calls
 
@@ -145,9 +145,9 @@ def test_a_closed_shard_is_read_to_its_end_through_empty_responses(kinesalite):
     assert len(cols) == 20
     # The next batch continues with the iterator the first read ended with (kinesalite: its clock is
     # the last record's), and its first response is empty though the shard is closed.
-    cols, second = fetch_shard(source, parent["ShardId"], first.end, limits)
-    assert len(cols) == 0 and second.end.is_end and not second.at_tip
+    cols, second = fetch_shard(source, parent["ShardId"], first.reached, limits)
+    assert len(cols) == 0 and second.reached.is_end and not second.at_tip
     # A replay of that batch reaches the recorded end (the shard's end) the same way.
     ITERATORS.clear()
-    cols, replay = fetch_shard(source, parent["ShardId"], first.end, limits, expect=second)
-    assert len(cols) == 0 and replay.end.is_end
+    cols, replay = fetch_shard(source, parent["ShardId"], first.reached, limits, expect=second)
+    assert len(cols) == 0 and replay.reached.is_end

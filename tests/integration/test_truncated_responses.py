@@ -55,7 +55,7 @@ def test_truncated_get_records_is_retried_not_taken_for_a_closed_shard(kinesalit
         )
         for _read in range(20):  # until a read met at least one cut-off response (half of them are)
             cols, end = fetch_shard(source, shard, Position.trim_horizon(), ShardLimits(-1, -1))
-            assert len(cols) == 30 and not end.end.is_end
+            assert len(cols) == 30 and not end.reached.is_end
             if source.unreadable:
                 break
         assert proxy.injected.get("reset", 0) >= 1

@@ -177,7 +177,9 @@ def read(
     """A shard's end after reading `records` records from `start`."""
     if end is None:
         end = Position.after(str(1000 + records)) if records else start
-    return ShardEnd(start=start, end=end, records=records, bytes=records * 100, at_tip=tip, read_at_ms=at_ms)
+    return ShardEnd(
+        start=start, reached=end, records=records, bytes=records * 100, at_tip=tip, read_at_ms=at_ms
+    )
 
 
 def one_stream(**options: str) -> Harness:

@@ -21,7 +21,7 @@ def log(tmp_path) -> BatchEndLog:
 
 
 def ended(start: Position, end: Position, records: int = 1) -> ShardEnd:
-    return ShardEnd(start=start, end=end, records=records)
+    return ShardEnd(start=start, reached=end, records=records)
 
 
 def test_a_record_from_the_planned_starts_passes(log):

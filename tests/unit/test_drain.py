@@ -92,7 +92,7 @@ def test_a_drained_shard_is_read_whole_in_bounded_chunks_and_replays_chunk_by_ch
     assert record is not None
     end = record.shards[(STREAM, SHARD)]
     assert end.records == len(users) and end.at_tip and len(end.chunks) == served.reads
-    assert [c.start for c in end.chunks[1:]] == [c.end for c in end.chunks[:-1]]  # contiguous
+    assert [c.start for c in end.chunks[1:]] == [c.reached for c in end.chunks[:-1]]  # contiguous
     # A replay (the record exists: a retry, a restarted query) reads the recorded chunks again.
     again = Served(seqs, data, page_sizes)
     replayed = list(drain.read_drained(cfg, plan(), {STREAM: FakeProxy()}, again))
@@ -132,10 +132,10 @@ def test_summed_adds_the_chunks_up_and_keeps_the_last_ones_stop():
     a = ShardEnd(Position.trim_horizon(), Position.after("10"), records=2, bytes=5, first=("5", 0))
     b = ShardEnd(Position.after("10"), Position.after("20"), records=3, bytes=7, at_tip=True, millis_behind=0)
     total = drain.end_of_chunks([a, b])
-    assert (total.start, total.end, total.records, total.bytes) == (a.start, b.end, 5, 12)
+    assert (total.start, total.reached, total.records, total.bytes) == (a.start, b.reached, 5, 12)
     assert total.first == ("5", 0) and total.at_tip and total.millis_behind == 0 and total.chunks == (a, b)
     empty_first = drain.end_of_chunks(
-        [replace(a, records=0, first=None), b.__class__(b.start, b.end, first=("15", 0))]
+        [replace(a, records=0, first=None), b.__class__(b.start, b.reached, first=("15", 0))]
     )
     assert empty_first.first == ("15", 0)
     assert ShardEnd.from_json(total.to_json()) == total  # the chunks travel in the record
@@ -148,7 +148,7 @@ def test_done_is_the_cutoff_the_tip_or_the_shards_end():
     assert not drain.done(running)
     assert drain.done(replace(running, at_tip=True))
     assert drain.done(replace(running, reached_cutoff=True))
-    assert drain.done(replace(running, end=Position.shard_end()))
+    assert drain.done(replace(running, reached=Position.shard_end()))
 
 
 def test_the_offset_carries_the_drain_flag_to_the_tasks():

@@ -42,7 +42,7 @@ def test_an_event_pushed_before_the_read_started_proves_no_tip():
     ctx = context(cutoff_ms=int(time.time() * 1000))
     read = ShardRead(ScriptedPages([stale, fresh], fresh=False), ctx, Position.after("100"))
     cols, end = read.run()
-    assert len(cols) == 3 and end.at_tip and end.end == Position.after("103")
+    assert len(cols) == 3 and end.at_tip and end.reached == Position.after("103")
 
 
 def test_a_closed_shard_whose_end_is_not_confirmed_is_not_at_the_tip():
@@ -53,7 +53,7 @@ def test_a_closed_shard_whose_end_is_not_confirmed_is_not_at_the_tip():
     assert unconfirmed.behind_ms == -1 and not unconfirmed.ended
     ctx = context(closed=True, cutoff_ms=int(time.time() * 1000), seconds=0.3)
     _cols, end = ShardRead(ScriptedPages([unconfirmed] * 4, fresh=False), ctx, Position.after("100")).run()
-    assert not end.at_tip and not end.end.is_end
+    assert not end.at_tip and not end.reached.is_end
 
 
 def test_a_closed_shard_confirmed_at_its_end_is_closed():
@@ -64,7 +64,7 @@ def test_a_closed_shard_confirmed_at_its_end_is_closed():
     assert confirmed.ended and confirmed.children == ("c1",)
     ctx = context(closed=True, cutoff_ms=int(time.time() * 1000))
     _cols, end = ShardRead(ScriptedPages([confirmed], fresh=False), ctx, Position.after("100")).run()
-    assert end.end.is_end and end.children == ("c1",) and not end.at_tip
+    assert end.reached.is_end and end.children == ("c1",) and not end.at_tip
 
 
 def test_events_that_already_wait_make_a_full_page():

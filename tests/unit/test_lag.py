@@ -16,7 +16,7 @@ OTHER = "arn:aws:kinesis:eu-west-1:000000000000:stream/clicks"
 
 def end(behind: int, records: int = 10, nbytes: int = 100) -> ShardEnd:
     pos = Position.after("1")
-    return ShardEnd(start=pos, end=pos, records=records, bytes=nbytes, millis_behind=behind)
+    return ShardEnd(start=pos, reached=pos, records=records, bytes=nbytes, millis_behind=behind)
 
 
 def test_nothing_is_reported_before_a_batch_was_planned():
@@ -65,8 +65,8 @@ def test_what_a_batch_read_counts_shards_it_read_to_their_end_and_the_losses_it_
     records and a loss its read went on past (failOnDataLoss=false) still count for that batch."""
     lag = LagTracker()
     pos = Position.after("1")
-    gone = ShardEnd(start=pos, end=Position.shard_end(), records=7, bytes=70, losses=("aged out",))
-    lossy = ShardEnd(start=pos, end=pos, records=2, bytes=20, losses=("one", "two"), misplaced=3)
+    gone = ShardEnd(start=pos, reached=Position.shard_end(), records=7, bytes=70, losses=("aged out",))
+    lossy = ShardEnd(start=pos, reached=pos, records=2, bytes=20, losses=("one", "two"), misplaced=3)
     lag.update(4, {(ARN, "s0"): gone, (ARN, "s1"): lossy, (ARN, "s2"): end(0)}, {ARN: ["s1", "s2"]})
     figures = lag.report()["streams"][ARN]
     assert figures["misplacedUserRecordsDropped"] == 3  # KPL user records outside their shard's range

@@ -31,7 +31,7 @@ positions = st.one_of(  # never LATEST: a read resolves it before anything is re
 ends = st.builds(
     ShardEnd,
     start=positions,
-    end=positions,
+    reached=positions,
     records=st.integers(0, 10**7),
     bytes=st.integers(0, 10**10),
     at_tip=st.booleans(),

@@ -172,7 +172,7 @@ def test_an_available_now_run_looks_at_shards_left_at_the_tip_and_plans_no_batch
     tip = {(A, s): read(Position.trim_horizon(), 4, tip=True, at_ms=h.clock.now) for s in ("s0", "s1")}
     h.run(first, tip)
     second = planner.next_offset(first, None, None)
-    h.run(second, {ref: read(tip[ref].end, last_read, tip=True, at_ms=h.clock.now) for ref in tip})
+    h.run(second, {ref: read(tip[ref].reached, last_read, tip=True, at_ms=h.clock.now) for ref in tip})
     for news in ({}, {"s1": TipAnswer(True)}):  # two runs, 100 ms after the shards were read
         run = h.planner()
         h.clock.now += 100
@@ -286,7 +286,7 @@ def test_tasks_that_never_ran_are_closed_and_their_shards_planned_again_first():
     # A late attempt of the task that never ran loses to the driver's record: it reads nothing.
     late = TaskEnd(first.token, 0, 1, {(A, "s1"): read(Position.trim_horizon(), 10, tip=False)})
     winner = BatchEndLog(h.store, "mem://").write(late)
-    assert winner.shards[(A, "s1")].unrun and winner.shards[(A, "s1")].end == Position.trim_horizon()
+    assert winner.shards[(A, "s1")].unrun and winner.shards[(A, "s1")].reached == Position.trim_horizon()
 
 
 def test_a_batch_none_of_whose_tasks_ran_is_planned_again():

@@ -305,7 +305,7 @@ def test_fetch_shard_reads_by_polling_to_the_tip(monkeypatch):
     Pacing(monkeypatch)
     proxy = IteratorProxy(answers=[response([1, 2], behind=0)])
     cols, end = fetch_shard(proxy, SHARD, Position.trim_horizon(), _limits(), batch=4)
-    assert _seqs(cols) == ["1", "2"] and end.end == Position.after("2") and end.at_tip
+    assert _seqs(cols) == ["1", "2"] and end.reached == Position.after("2") and end.at_tip
     assert end.first == ("1", 0) and proxy.calls[0] == (
         "GetShardIterator",
         (SHARD, Position.trim_horizon(), False),
@@ -317,7 +317,7 @@ def test_fetch_shard_replays_exactly_to_the_recorded_end(monkeypatch):
     proxy = IteratorProxy(answers=[response([1, 2, 3], behind=0)])
     recorded = ShardEnd(Position.trim_horizon(), Position.after("2"), records=2, first=("1", 0))
     cols, end = fetch_shard(proxy, SHARD, Position.trim_horizon(), _limits(max_records=-1), expect=recorded)
-    assert _seqs(cols) == ["1", "2"] and end.end == Position.after("2")
+    assert _seqs(cols) == ["1", "2"] and end.reached == Position.after("2")
 
 
 def test_fetch_shard_judges_a_replay_that_lost_records_by_fail_on_data_loss(monkeypatch):

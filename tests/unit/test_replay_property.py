@@ -118,15 +118,17 @@ def test_every_batch_replays_to_exactly_its_first_attempts_rows(shape, limits, p
         ctx = context(max_records=limits[batch % len(limits)], seconds=5.0)
         cols, end = ShardRead(source, ctx, start).run()
         if not len(cols):
-            assert end.at_tip and end.end == start
+            assert end.at_tip and end.reached == start
             break
         batches.append((start, end, rows(cols)))
-        start = end.end
+        start = end.reached
     else:
         raise AssertionError(f"the shard was not read to its tip in {MAX_BATCHES} batches")
     assert [row for _s, _e, taken in batches for row in taken] == users  # each user record once, in order
     for first_start, end, taken in batches:
         source = ShardPages(seqs, data, page_sizes)
-        cols, replayed_end = ShardRead(source, context(until=end.end, seconds=5.0), first_start, end).run()
-        assert rows(cols) == taken, f"replay from {first_start.describe()} to {end.end.describe()}"
-        assert replayed_end.end == end.end
+        cols, replayed_end = ShardRead(
+            source, context(until=end.reached, seconds=5.0), first_start, end
+        ).run()
+        assert rows(cols) == taken, f"replay from {first_start.describe()} to {end.reached.describe()}"
+        assert replayed_end.reached == end.reached

@@ -126,7 +126,7 @@ def test_a_record_deleted_after_the_driver_read_it_is_loud_not_a_task_that_never
     }
     h.run(first, at_tip)
     second = planner.next_offset(first, None, None)  # reads batch 0's records
-    h.run(second, {ref: read(at_tip[ref].end, 0, tip=True, at_ms=h.clock.now) for ref in at_tip})
+    h.run(second, {ref: read(at_tip[ref].reached, 0, tip=True, at_ms=h.clock.now) for ref in at_tip})
     assert planner.next_offset(second, None, None) is second  # idle: planned from batch 1, nothing new
     task = second.state((A, "s0")).task
     h.store.delete(task_key(second.token, second.batch, task))  # by hand, or an expiry rule

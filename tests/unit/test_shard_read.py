@@ -31,7 +31,7 @@ def read(script, start=None, *, expect=None, fail=True, tip_ms=0, **ctx):
     start = Position.trim_horizon() if start is None else start
     source = script if isinstance(script, ScriptedPages) else ScriptedPages(list(script))
     run = ShardRead(
-        source, context(until=None if expect is None else expect.end, **ctx), start, expect, fail, tip_ms
+        source, context(until=None if expect is None else expect.reached, **ctx), start, expect, fail, tip_ms
     )
     cols, end = run.run()
     return cols, end, source
@@ -44,7 +44,7 @@ def seqs(cols) -> list[str]:
 # -- the tip, the end, the limits ----------------------------------------------------------------
 def test_a_partial_page_at_the_tip_ends_the_read_at_the_tip():
     cols, end, source = read([page([1, 2, 3], behind_ms=0)])
-    assert seqs(cols) == ["1", "2", "3"] and end.at_tip and end.end == Position.after("3")
+    assert seqs(cols) == ["1", "2", "3"] and end.at_tip and end.reached == Position.after("3")
     assert source.kept == [Position.after("3")] and source.closed  # ended between pages: kept
 
 
@@ -64,25 +64,25 @@ def test_a_closed_shard_reads_through_empty_pages_to_its_end():
     script = [page([1], behind_ms=100)] + [page([], behind_ms=0)] * (CLOSED_EMPTY_READS - 1)
     script.append(page([], ended=True, children=("c1", "c2")))
     cols, end, source = read(script, closed=True)
-    assert seqs(cols) == ["1"] and end.end.is_end and end.children == ("c1", "c2") and not end.at_tip
+    assert seqs(cols) == ["1"] and end.reached.is_end and end.children == ("c1", "c2") and not end.at_tip
     assert source.kept == []  # a shard read to its end keeps nothing
 
 
 def test_a_closed_shard_with_records_at_the_tip_is_not_at_the_tip():
     cols, end, _source = read([page([1], behind_ms=0)], closed=True)
-    assert seqs(cols) == ["1"] and not end.at_tip and not end.end.is_end
+    assert seqs(cols) == ["1"] and not end.at_tip and not end.reached.is_end
 
 
 def test_a_closed_shard_whose_end_never_comes_is_not_at_the_tip():
     """An AvailableNow run takes a shard at the tip as drained: a closed shard taken so before its end
     is confirmed would leave its children unread for the run."""
     _cols, end, _source = read([page([], behind_ms=0)] * (CLOSED_EMPTY_READS + 2), closed=True, seconds=0.3)
-    assert not end.at_tip and not end.end.is_end
+    assert not end.at_tip and not end.reached.is_end
 
 
 def test_the_record_limit_cuts_a_page_and_keeps_nothing():
     cols, end, source = read([page(range(1, 11), behind_ms=0)], max_records=4)
-    assert seqs(cols) == ["1", "2", "3", "4"] and end.end == Position.after("4") and not end.at_tip
+    assert seqs(cols) == ["1", "2", "3", "4"] and end.reached == Position.after("4") and not end.at_tip
     assert source.kept == []  # stopped inside a page: the continuation is past the batch's end
     assert source.limits_asked == [4]
 
@@ -94,7 +94,7 @@ def test_a_source_that_takes_back_the_rest_of_a_page_keeps_a_read_cut_inside_it(
     than that the shard never got a record again; found by the chaos suite with KPL aggregates.)"""
     source = ScriptedPages([page(range(1, 11), behind_ms=0)], keeps_partial=True)
     cols, end, source = read(source, max_records=4)
-    assert seqs(cols) == ["1", "2", "3", "4"] and source.kept == [Position.after("4")] == [end.end]
+    assert seqs(cols) == ["1", "2", "3", "4"] and source.kept == [Position.after("4")] == [end.reached]
 
 
 def test_a_read_that_starts_inside_an_aggregate_continues_what_the_last_one_kept():
@@ -119,7 +119,7 @@ def test_an_open_that_used_up_the_budget_still_reads_its_first_page():
     task retried after each read) would never get a record (found by the chaos suite)."""
     source = ScriptedPages([page([1, 2], behind_ms=0), page([3], behind_ms=0)], open_s=0.3)
     cols, end, _source = read(source, seconds=0.1)
-    assert seqs(cols) == ["1", "2"] and end.end == Position.after("2")  # one page, then the budget rules
+    assert seqs(cols) == ["1", "2"] and end.reached == Position.after("2")  # one page, then the budget rules
     assert len(source.opens) == 1
 
 
@@ -131,13 +131,15 @@ def test_an_expired_continuation_is_opened_again_where_the_read_got_to():
         (Position.trim_horizon(), False),
         (Position.after("2"), True),
     ]
-    assert seqs(cols) == ["1", "2", "3"] and end.end == Position.after("3")  # the verified page's 2 dropped
+    assert seqs(cols) == ["1", "2", "3"] and end.reached == Position.after(
+        "3"
+    )  # the verified page's 2 dropped
 
 
 def test_throttling_past_the_budget_ends_the_read_where_it_got_to():
     script = [page([1], behind_ms=100)] + [Fault(FaultKind.RETRY, THROTTLED)] * 50
     cols, end, _source = read(script, seconds=0.5)
-    assert seqs(cols) == ["1"] and end.end == Position.after("1") and not end.at_tip
+    assert seqs(cols) == ["1"] and end.reached == Position.after("1") and not end.at_tip
 
 
 def test_a_replay_that_keeps_failing_fails_the_task():
@@ -152,14 +154,14 @@ def test_a_replay_that_keeps_failing_fails_the_task():
 def test_a_start_ahead_of_the_service_clock_is_at_the_tip():
     source = ScriptedPages([], open_faults=[Fault(FaultKind.AHEAD)])
     cols, end, _source = read(source, Position.at_timestamp(NOW_MS))
-    assert len(cols) == 0 and end.at_tip and end.end == Position.at_timestamp(NOW_MS)
+    assert len(cols) == 0 and end.at_tip and end.reached == Position.at_timestamp(NOW_MS)
 
 
 # -- replays -------------------------------------------------------------------------------------
 def test_a_replay_starts_at_its_first_record_and_stops_at_its_recorded_end():
     recorded = ShardEnd(Position.trim_horizon(), Position.after("3"), records=3, first=("1", 0))
     cols, end, source = read([page([1, 2, 3, 4, 5], behind_ms=0)], expect=recorded)
-    assert seqs(cols) == ["1", "2", "3"] and end.end == Position.after("3")
+    assert seqs(cols) == ["1", "2", "3"] and end.reached == Position.after("3")
     assert source.opens[0][0] == Position.inside("1", -1)  # at the first record, not TRIM_HORIZON
 
 
@@ -178,7 +180,7 @@ def test_a_replay_with_fewer_records_fails_even_from_the_same_first_record():
 def test_a_replay_loss_is_a_warning_with_fail_on_data_loss_false():
     recorded = ShardEnd(Position.trim_horizon(), Position.after("9"), records=4, first=("1", 0))
     cols, end, _source = read([page([1, 5, 9], behind_ms=0)], expect=recorded, fail=False)
-    assert seqs(cols) == ["1", "5", "9"] and end.end == Position.after("9")
+    assert seqs(cols) == ["1", "5", "9"] and end.reached == Position.after("9")
     # (noted beside the record for the driver, which reports it: see test_replay_losses.py)
     assert end.losses == (
         "batch 7 must be read again exactly as first read (4 records from sequence number 1, TRIM_HORIZON up "
@@ -200,7 +202,7 @@ def test_a_verified_resume_that_saw_nothing_yet_keeps_no_continuation():
     batch would take S again from it, unchecked (duplicates the chaos suite found under fan-out on two
     executors, where a read settles before its fresh subscription's first push)."""
     cols, end, source = read([page([], behind_ms=500, settled=True)], Position.after("7"))
-    assert len(cols) == 0 and end.end == Position.after("7")
+    assert len(cols) == 0 and end.reached == Position.after("7")
     assert source.kept == []
 
 
@@ -228,7 +230,7 @@ def test_a_tip_older_than_the_retention_proves_nothing():
 def test_a_position_the_service_refuses_goes_on_from_the_oldest_record_after_the_tip_rule():
     source = ScriptedPages([page([12, 13], behind_ms=0)], open_faults=[Fault(FaultKind.GONE)])
     cols, end, source = read(source, Position.after("7"), tip_ms=NOW_MS - 60_000)
-    assert source.oldest == 1 and seqs(cols) == ["12", "13"] and end.end == Position.after("13")
+    assert source.oldest == 1 and seqs(cols) == ["12", "13"] and end.reached == Position.after("13")
     with pytest.raises(DataLossError, match="past retention, up to the oldest one left"):
         read(ScriptedPages([page([12])], open_faults=[Fault(FaultKind.GONE)]), Position.after("7"))
 
@@ -236,7 +238,7 @@ def test_a_position_the_service_refuses_goes_on_from_the_oldest_record_after_the
 def test_a_shard_gone_entirely_counts_as_read_to_its_end_without_loss_at_a_recent_tip():
     source = ScriptedPages([], exists=False, open_faults=[Fault(FaultKind.GONE)])
     _cols, end, _source = read(source, Position.after("7"), tip_ms=NOW_MS - 60_000)
-    assert end.end.is_end
+    assert end.reached.is_end
 
 
 @pytest.mark.parametrize("answer", ["an error", "an iterator at the oldest record"])
@@ -247,12 +249,12 @@ def test_a_verified_start_that_aged_out_on_a_quiet_shard_ends_where_it_started_a
     faults = [Fault(FaultKind.GONE)] if answer == "an error" else []
     source = ScriptedPages([page([], behind_ms=0)], open_faults=faults)
     _cols, end, _source = read(source, Position.after("7"), fail=False)
-    assert end.end == Position.after("7") and end.records == 0 and end.at_tip
+    assert end.reached == Position.after("7") and end.records == 0 and end.at_tip
     assert len(end.losses) == 1  # the aged-out start is reported once, either way
     cols, replayed, _source = read(
         ScriptedPages([page([], behind_ms=0)], open_faults=list(faults)), Position.after("7"), expect=end
     )
-    assert len(cols) == 0 and replayed.end == end.end and replayed.losses == ()
+    assert len(cols) == 0 and replayed.reached == end.reached and replayed.losses == ()
 
 
 def test_a_start_at_a_timestamp_older_than_the_retention_is_a_loss():
@@ -314,8 +316,8 @@ def test_a_third_way_of_reading_is_one_class_and_one_registration():
     modes.register_mode("toy", ToyPages)
     try:
         cols, end = ShardRead("toy", context(max_records=5), Position.trim_horizon()).run()
-        assert seqs(cols) == ["1", "2", "3", "4", "5"] and end.end == Position.after("5")
-        cols, end = ShardRead("toy", context(), end.end).run()  # the next batch: verified resume after 5
+        assert seqs(cols) == ["1", "2", "3", "4", "5"] and end.reached == Position.after("5")
+        cols, end = ShardRead("toy", context(), end.reached).run()  # the next batch: verified resume after 5
         assert seqs(cols) == ["6"] and end.at_tip
     finally:
         del modes.MODES["toy"]

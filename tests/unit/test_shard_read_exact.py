@@ -44,7 +44,7 @@ def run(script, start=None, *, expect=None, fail=True, source=None, **ctx):
     start = Position.trim_horizon() if start is None else start
     source = source or ScriptedPages(list(script))
     read = ShardRead(
-        source, context(until=None if expect is None else expect.end, **ctx), start, expect, fail
+        source, context(until=None if expect is None else expect.reached, **ctx), start, expect, fail
     )
     cols, end = read.run()
     return cols, end, source
@@ -151,7 +151,7 @@ def test_a_start_at_the_shards_end_reads_nothing_and_opens_nothing():
     cols, end, source = run([page([1])], Position.shard_end())
     assert (len(cols), end, source.opens) == (
         0,
-        ShardEnd(start=Position.shard_end(), end=Position.shard_end()),
+        ShardEnd(start=Position.shard_end(), reached=Position.shard_end()),
         [],
     )
 
@@ -159,7 +159,12 @@ def test_a_start_at_the_shards_end_reads_nothing_and_opens_nothing():
 def test_a_replay_recorded_as_reading_nothing_opens_nothing():
     recorded = ShardEnd(Position.after("4"), Position.after("4"))
     cols, end, source = run([page([5])], Position.after("4"), expect=recorded)
-    assert (len(cols), end.start, end.end, source.opens) == (0, Position.after("4"), Position.after("4"), [])
+    assert (len(cols), end.start, end.reached, source.opens) == (
+        0,
+        Position.after("4"),
+        Position.after("4"),
+        [],
+    )
 
 
 def test_a_first_attempt_ending_where_it_starts_still_reads():

@@ -137,7 +137,7 @@ def inspect(
             elif end.unrun:
                 cells = ("task never ran", "0", "0", "")
             else:
-                cells = (end.end.describe(), str(end.records), str(end.bytes), str(end.millis_behind))
+                cells = (end.reached.describe(), str(end.records), str(end.bytes), str(end.millis_behind))
             table.add_row(_stream_of(stream)[0], sid, task, state.position.describe(), *cells)
     console.print(table)
     for (stream, sid), end in sorted(ends.items()):

@@ -43,7 +43,7 @@ class CheckpointBatch:
                 continue
             for ref, end in record.shards.items():
                 if not end.unrun:
-                    out[ref] = end.end
+                    out[ref] = end.reached
         return out
 
 

@@ -205,9 +205,11 @@ class Planner:
                     idle = end.records == 0 and end.at_tip
                     # When the shard was last seen at the tip at its new position: now, or as before if
                     # the read did not move (see `ShardState.tip_ms`).
-                    tip = end.read_at_ms if end.at_tip else state.tip_ms if end.end == state.position else 0
+                    tip = (
+                        end.read_at_ms if end.at_tip else state.tip_ms if end.reached == state.position else 0
+                    )
                     states[sid] = replace(
-                        base, position=end.end, idle=idle, polled_ms=max(end.read_at_ms, 1), tip_ms=tip
+                        base, position=end.reached, idle=idle, polled_ms=max(end.read_at_ms, 1), tip_ms=tip
                     )
         return streams
 
@@ -355,7 +357,9 @@ class Planner:
         """One stream's states after discovery. A shard that closed in the last batch forces one
         listing (its children are new); the same recorded ends come back on every trigger until a batch
         is planned, so each closure is looked at once, and the interval rules the rest."""
-        closures = {ref for ref, e in ends.items() if ref[0] == key and e.end.is_end} - self._closures_seen
+        closures = {
+            ref for ref, e in ends.items() if ref[0] == key and e.reached.is_end
+        } - self._closures_seen
         if not closures:
             return self.discovery.refresh(key, states, force=False, cutoff_ms=self.cutoff_ms)
         log.info(

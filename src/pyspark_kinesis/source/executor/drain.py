@@ -107,7 +107,7 @@ def end_of_chunks(chunks: list[ShardEnd]) -> ShardEnd:
 
 def done(end: ShardEnd) -> bool:
     """A chunk after which the shard has nothing more for this batch."""
-    return end.end.is_end or end.reached_cutoff or end.at_tip
+    return end.reached.is_end or end.reached_cutoff or end.at_tip
 
 
 class Drain:
@@ -145,7 +145,7 @@ class Drain:
             self.proxies[piece.stream],
             piece.shard_id,
             self._limits(piece),
-            None if recorded is None else recorded.end,
+            None if recorded is None else recorded.reached,
             self.plan.batch,
             batch_key=f"{self.plan.token}#{self.plan.batch}",
             holder=holder,
@@ -164,7 +164,7 @@ class Drain:
             chunks.append(end)
             if done(end):
                 return end_of_chunks(chunks)
-            position, holder, tip_ms = end.end, end.holder, 0
+            position, holder, tip_ms = end.reached, end.holder, 0
         raise ReadStuckError(
             f"shard {piece.shard_id}: drainInOneBatch read {MAX_CHUNKS} chunks without ending"
         )

@@ -108,7 +108,7 @@ class LossPolicy:
         )
         what = (
             f"batch {self.batch} must be read again exactly as first read ({wanted}, "
-            f"{start.describe()} up to {expect.end.describe()}), but the stream now gives {found}"
+            f"{start.describe()} up to {expect.reached.describe()}), but the stream now gives {found}"
             f"{'' if reached else ' and does not reach that end'}: about {lost} records are past retention "
             "(or the stream was deleted and re-created)"
         )

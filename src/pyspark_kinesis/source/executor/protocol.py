@@ -24,7 +24,7 @@ MAX_THREADS = 16  # shards of one task read at once
 
 def same_read(a: ShardEnd, b: ShardEnd) -> bool:
     """Two reads of a shard that emit the same rows: the same end, first record and count."""
-    return a.end == b.end and a.first == b.first and a.records == b.records
+    return a.reached == b.reached and a.first == b.first and a.records == b.records
 
 
 ReadShards = Callable[[TaskPlan, Mapping[ShardRef, ShardEnd] | None], dict[ShardRef, ShardEnd]]

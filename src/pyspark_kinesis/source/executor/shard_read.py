@@ -77,7 +77,7 @@ class ShardRead:
         the attempt that recorded it read, or their loss reported; `tip_ms`: when a read last found the
         shard at the tip at `start` (0: not known)."""
         proxy = context.proxy
-        self.start, self.until = start, None if expect is None else expect.end
+        self.start, self.until = start, None if expect is None else expect.reached
         self.cut = BatchCut(proxy.name, proxy.spec.key, context.shard, start, context.limits, self.until)
         self.source = source_for(source, context) if isinstance(source, str) else source
         self.context, self.proxy, self.shard = context, proxy, context.shard
@@ -102,7 +102,7 @@ class ShardRead:
         """Read until something stops the read; returns the rows and where the shard's read ended."""
         start, until = self.start, self.until
         if start.is_end or (until is not None and until == start):
-            return self.cut.cols, ShardEnd(start=start, end=start)
+            return self.cut.cols, ShardEnd(start=start, reached=start)
         if until is None and start.kind == TIMESTAMP:
             self.policy.check_start(start)
         # The shard's last read may have left its continuation exactly at `start` (inside an aggregate
@@ -316,7 +316,7 @@ class ShardRead:
             )  # fmt: skip
         return ShardEnd(
             start=self.start,
-            end=end,
+            reached=end,
             records=len(cut.cols),
             bytes=cut.n_bytes,
             at_tip=self.at_tip,
@@ -342,5 +342,5 @@ def fetch_shard(
     tip_ms: int = 0,
 ) -> tuple[Columns, ShardEnd]:
     """A `ShardRead` by polling (GetRecords): the backfill's way, and the tests'."""
-    context = ReadContext(proxy, shard, limits, None if expect is None else expect.end, batch)
+    context = ReadContext(proxy, shard, limits, None if expect is None else expect.reached, batch)
     return ShardRead("polling", context, start, expect, fail_on_data_loss, tip_ms).run()

@@ -63,7 +63,7 @@ def _fetch_all(
             proxies[piece.stream],
             piece.shard_id,
             limits,
-            None if recorded is None else recorded.end,
+            None if recorded is None else recorded.reached,
             plan.batch,
             batch_key=f"{plan.token}#{plan.batch}",
             holder=piece.holder,
@@ -146,9 +146,9 @@ def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.Rec
         cols, end = fetch_shard(proxy, piece.shard_id, position, limits, None, config.fail_on_data_loss)
         if len(cols):
             yield _rows(cols.to_arrow(), config)
-        if end.end.is_end or end.reached_cutoff or end.at_tip:
+        if end.reached.is_end or end.reached_cutoff or end.at_tip:
             return
-        position = end.end
+        position = end.reached
     raise ReadStuckError(
         f"shard {piece.shard_id}: the backfill read {MAX_BACKFILL_CHUNKS} chunks without ending"
     )

@@ -185,7 +185,9 @@ class ShardEnd:
     """Where one shard stopped in one batch, as learned by the task that read it."""
 
     start: Position
-    end: Position
+    # Where the read got to: the shard's next batch starts here (SHARD_END when the read met the end of
+    # a closed shard). Kept as "end" in the batch-end records.
+    reached: Position
     records: int = 0
     bytes: int = 0
     at_tip: bool = False  # MillisBehindLatest was 0 on the last response
@@ -214,12 +216,12 @@ class ShardEnd:
     @staticmethod
     def not_run(start: Position) -> ShardEnd:
         """The end of a shard whose task never ran (see `BatchEndLog.close_unrun`)."""
-        return ShardEnd(start=start, end=start, unrun=True)
+        return ShardEnd(start=start, reached=start, unrun=True)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "start": self.start.to_json(),
-            "end": self.end.to_json(),
+            "end": self.reached.to_json(),
             "n": self.records,
             "b": self.bytes,
             "tip": self.at_tip,
@@ -239,7 +241,7 @@ class ShardEnd:
     def from_json(data: dict[str, Any]) -> ShardEnd:
         return ShardEnd(
             start=Position.from_json(data["start"]),
-            end=Position.from_json(data["end"]),
+            reached=Position.from_json(data["end"]),
             records=int(data.get("n", 0)),
             bytes=int(data.get("b", 0)),
             at_tip=bool(data.get("tip", False)),
