@@ -17,7 +17,7 @@ from pyspark_kinesis.source.driver.discovery import resolve_streams
 from pyspark_kinesis.source.executor.task import read_task
 from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.state.batch_log import loss_key, task_key
-from pyspark_kinesis.source.state.offsets import ShardSlice, TaskPlan
+from pyspark_kinesis.source.state.offsets import ShardPlan, TaskPlan
 from pyspark_kinesis.source.state.store import open_store
 from tests.driver import committed, config, kill_in_window, output_rows, run_driver, start_driver
 from tests.helpers import assert_exactly_once, assert_key_order, assert_shard_order, client, new_stream, put
@@ -110,7 +110,7 @@ def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path, m
     arn = config_.streams[0].key
     shards = [s["ShardId"] for s in kin.list_shards(StreamName=stream)["Shards"]]
     plan = TaskPlan(
-        "tok", 0, 0, tuple(ShardSlice(arn, s, Position.trim_horizon(), -1, -1) for s in shards), None
+        "tok", 0, 0, tuple(ShardPlan(arn, s, Position.trim_horizon(), -1, -1) for s in shards), None
     )
     results: list[list] = [[], [], []]
     stop = threading.Event()
@@ -169,7 +169,7 @@ def test_an_attempt_that_loses_the_race_after_data_aged_out_does_not_emit_other_
         }
         config_ = resolve_streams(parse_options(options, streaming=True))
         plan = TaskPlan(
-            "tok", 0, 0, (ShardSlice(config_.streams[0].key, sid, Position.trim_horizon(), -1, -1),), None
+            "tok", 0, 0, (ShardPlan(config_.streams[0].key, sid, Position.trim_horizon(), -1, -1),), None
         )
         winner = [r for b in read_task(config_, plan) for r in b.to_pylist()]  # attempt A
         assert len(winner) == 50

@@ -18,7 +18,7 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver.discovery import resolve_streams
 from pyspark_kinesis.source.executor.task import read_task
 from pyspark_kinesis.source.options import parse_options
-from pyspark_kinesis.source.state.offsets import ShardSlice, TaskPlan
+from pyspark_kinesis.source.state.offsets import ShardPlan, TaskPlan
 from pyspark_kinesis.source.state.store import FsspecStore, open_store
 from tests.helpers import assert_exactly_once, client, new_stream, put
 from tests.integration.streaming_util import Collector, reader, run_available_now
@@ -103,7 +103,7 @@ def test_racing_task_attempts_emit_the_same_rows_with_the_record_on_s3(kinesalit
         "tok",
         0,
         0,
-        tuple(ShardSlice(config.streams[0].key, s, Position.trim_horizon(), -1, -1) for s in shards),
+        tuple(ShardPlan(config.streams[0].key, s, Position.trim_horizon(), -1, -1) for s in shards),
         None,
     )
     first_read, second_recorded = threading.Event(), threading.Event()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyspark_kinesis import assign
 from pyspark_kinesis.model import Position, ShardInfo
-from pyspark_kinesis.source.driver.batch_shape import BatchShape, Slot
+from pyspark_kinesis.source.driver.batch_shape import BatchShape, ShardAssignment
 from pyspark_kinesis.source.state.offsets import ShardEnd
 from tests.unit.planner_fakes import arn, config
 
@@ -110,12 +110,18 @@ def test_grouping_with_the_default_assigner_balances_the_recent_load():
 def test_budgets_are_shared_and_a_shard_whose_share_is_zero_waits():
     shape = BatchShape(config("alpha"))
     refs = [(A, S0), (A, S1), (A, S2)]
-    assert shape.slots(refs, 2, None, 0, _info) == {(A, S0): Slot(0, 1, -1), (A, S1): Slot(1, 1, -1)}
-    assert shape.slots(refs, 2, None, 1, _info) == {(A, S1): Slot(0, 1, -1), (A, S2): Slot(1, 1, -1)}
-    assert shape.slots(refs, None, 7, 0, _info) == {
-        (A, S0): Slot(0, -1, 3),
-        (A, S1): Slot(1, -1, 2),
-        (A, S2): Slot(2, -1, 2),
+    assert shape.slots(refs, 2, None, 0, _info) == {
+        (A, S0): ShardAssignment(0, 1, -1),
+        (A, S1): ShardAssignment(1, 1, -1),
     }
-    assert shape.slots(refs, None, None, 0, _info) == {ref: Slot(i) for i, ref in enumerate(refs)}
+    assert shape.slots(refs, 2, None, 1, _info) == {
+        (A, S1): ShardAssignment(0, 1, -1),
+        (A, S2): ShardAssignment(1, 1, -1),
+    }
+    assert shape.slots(refs, None, 7, 0, _info) == {
+        (A, S0): ShardAssignment(0, -1, 3),
+        (A, S1): ShardAssignment(1, -1, 2),
+        (A, S2): ShardAssignment(2, -1, 2),
+    }
+    assert shape.slots(refs, None, None, 0, _info) == {ref: ShardAssignment(i) for i, ref in enumerate(refs)}
     assert shape.slots([], 5, 5, 0, _info) == {}

@@ -19,7 +19,7 @@ from pyspark_kinesis.errors import OptionError, StreamAccessError
 from pyspark_kinesis.model import Position, ShardInfo, StreamIdentity
 from pyspark_kinesis.source.driver import discovery, preflight
 from pyspark_kinesis.source.options import parse_options
-from pyspark_kinesis.source.state.offsets import BackfillSlice
+from pyspark_kinesis.source.state.offsets import BackfillPlan
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000
@@ -172,9 +172,9 @@ def test_every_listed_shard_is_a_slice_from_the_start_to_now(kinesis):
     kinesis({"orders": [shard(0, closed=True), shard(1, parent=0), shard(2)]})
     slices = discovery.backfill_slices(resolved(startingPosition="TRIM_HORIZON"))
     assert slices == [
-        BackfillSlice(arn("orders"), sid(0), Position.trim_horizon(), True, NOW, None, (0, 1)),
-        BackfillSlice(arn("orders"), sid(1), Position.trim_horizon(), False, NOW, None, (0, 1)),
-        BackfillSlice(arn("orders"), sid(2), Position.trim_horizon(), False, NOW, None, (0, 1)),
+        BackfillPlan(arn("orders"), sid(0), Position.trim_horizon(), True, NOW, None, (0, 1)),
+        BackfillPlan(arn("orders"), sid(1), Position.trim_horizon(), False, NOW, None, (0, 1)),
+        BackfillPlan(arn("orders"), sid(2), Position.trim_horizon(), False, NOW, None, (0, 1)),
     ]  # (each with its HashKeyRange: a batch read drops misplaced KPL user records too)
 
 

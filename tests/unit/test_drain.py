@@ -20,7 +20,7 @@ from pyspark_kinesis.source.executor import drain
 from pyspark_kinesis.source.executor.columns import Columns
 from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.state.batch_log import BatchEndLog
-from pyspark_kinesis.source.state.offsets import ShardEnd, ShardSlice, SourceOffset, TaskEnd, TaskPlan
+from pyspark_kinesis.source.state.offsets import ShardEnd, ShardPlan, SourceOffset, TaskEnd, TaskPlan
 from tests.unit.scripted import SHARD, SPEC, FakeProxy
 from tests.unit.test_replay_property import ShardPages, build_shard
 
@@ -46,7 +46,7 @@ def config(meta: str, limit: int):
 
 
 def plan(task: int = 0) -> TaskPlan:
-    piece = ShardSlice(STREAM, SHARD, Position.trim_horizon(), -1, -1)
+    piece = ShardPlan(STREAM, SHARD, Position.trim_horizon(), -1, -1)
     return TaskPlan("tok", 3, task, (piece,), cutoff_ms=None, drain=True)
 
 

@@ -10,7 +10,7 @@ import logging
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver import task_plans as tasks
 from pyspark_kinesis.source.driver.task_plans import plan_tasks
-from pyspark_kinesis.source.state.offsets import ShardSlice, ShardState, SourceOffset, TaskPlan
+from pyspark_kinesis.source.state.offsets import ShardPlan, ShardState, SourceOffset, TaskPlan
 from tests.unit.planner_fakes import CREATED, arn, config, config_with_created
 
 A, B = arn("a"), arn("b")
@@ -34,15 +34,15 @@ def test_each_task_gets_its_shards_with_their_start_budget_and_facts():
     plans = plan_tasks(offset(), config("a", "b"), holders, b"key")
     assert plans == [
         TaskPlan(
-            "tok", 5, 0, (ShardSlice(A, "s1", Position.trim_horizon(), 60, 6000, False, 0, ""),), 999, b"key"
+            "tok", 5, 0, (ShardPlan(A, "s1", Position.trim_horizon(), 60, 6000, False, 0, ""),), 999, b"key"
         ),
         TaskPlan(
             "tok",
             5,
             1,
             (
-                ShardSlice(A, "s0", Position.after("10"), 50, 5000, True, 77, "10.0.0.2:4000@17"),
-                ShardSlice(B, "s0", Position.at_timestamp(123), 70, 7000, False, 0, ""),
+                ShardPlan(A, "s0", Position.after("10"), 50, 5000, True, 77, "10.0.0.2:4000@17"),
+                ShardPlan(B, "s0", Position.at_timestamp(123), 70, 7000, False, 0, ""),
             ),
             999,
             b"key",

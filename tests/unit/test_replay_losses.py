@@ -14,7 +14,7 @@ from dataclasses import replace
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor.protocol import exactly_once
 from pyspark_kinesis.source.state.batch_log import BatchEndLog, loss_key
-from pyspark_kinesis.source.state.offsets import ShardSlice, TaskEnd, TaskPlan
+from pyspark_kinesis.source.state.offsets import ShardPlan, TaskEnd, TaskPlan
 from tests.unit.planner_fakes import arn, config, logged, one_stream, read
 
 A = arn("a")
@@ -40,7 +40,7 @@ def test_a_note_adds_to_the_ends_of_its_shards_and_the_first_note_of_a_task_stan
 
 
 def _plan(task: int = 0) -> TaskPlan:
-    return TaskPlan("tok", 0, task, (ShardSlice(A, "s0", Position.trim_horizon(), 10, 10_000),), None)
+    return TaskPlan("tok", 0, task, (ShardPlan(A, "s0", Position.trim_horizon(), 10, 10_000),), None)
 
 
 def test_a_replay_notes_what_it_went_without_and_a_first_attempt_does_not(tmp_path):

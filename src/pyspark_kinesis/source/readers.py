@@ -19,7 +19,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from .. import spark_features
-from .executor.task import BackfillSlice, read_backfill, read_task
+from .executor.task import BackfillPlan, read_backfill, read_task
 from .options import SourceConfig
 from .state.offsets import SourceOffset, TaskPlan
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class KinesisPartition(InputPartition):
     """One Spark task: a batch's `TaskPlan`, or one shard of a backfill."""
 
-    def __init__(self, plan: TaskPlan | BackfillSlice) -> None:
+    def __init__(self, plan: TaskPlan | BackfillPlan) -> None:
         super().__init__(plan.task if isinstance(plan, TaskPlan) else 0)
         self.plan = plan
 
@@ -232,5 +232,5 @@ class KinesisBatchReader(DataSourceReader):
         return [KinesisPartition(piece) for piece in self.slices]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, BackfillSlice)
+        assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, BackfillPlan)
         yield from read_backfill(self.config, partition.plan)

@@ -43,7 +43,7 @@ def split_budget(total: int, shard_ids: list[K], rotate: int) -> dict[K, int]:
 
 
 @dataclass(frozen=True)
-class Slot:
+class ShardAssignment:
     """What the next batch does with one shard: its task and its budgets (-1: only the per-shard cap)."""
 
     task: int
@@ -127,13 +127,13 @@ class BatchShape:
         max_bytes: int | None,
         batch: int,
         info: Callable[[str, str], ShardInfo | None],
-    ) -> dict[ShardRef, Slot]:
+    ) -> dict[ShardRef, ShardAssignment]:
         """Budgets and tasks of the admitted shards; shards whose budget share is zero wait."""
         rows = split_budget(max_rows, candidates, batch) if max_rows and candidates else {}
         size = split_budget(max_bytes, candidates, batch) if max_bytes and candidates else {}
         to_read = [ref for ref in candidates if rows.get(ref, 1) > 0 and size.get(ref, 1) > 0]
         return {
-            ref: Slot(task, rows.get(ref, -1), size.get(ref, -1))
+            ref: ShardAssignment(task, rows.get(ref, -1), size.get(ref, -1))
             for ref, task in self.assign(to_read, info).items()
         }
 

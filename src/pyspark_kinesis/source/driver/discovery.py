@@ -20,7 +20,7 @@ from ...config.stream_specs import StreamSpec
 from ...errors import DataLossError, OptionError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ...model import LATEST, MIN_RETENTION_MS, RETENTION_MARGIN_MS, TIMESTAMP, Position, ShardInfo
 from ..options import SourceConfig
-from ..state.offsets import BackfillSlice, ShardState, SourceOffset
+from ..state.offsets import BackfillPlan, ShardState, SourceOffset
 from . import lineage
 from .preflight import stream_identities
 
@@ -91,7 +91,7 @@ def check_start_in_retention(spec: StreamSpec, start: Position, fail_on_data_los
     )
 
 
-def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
+def backfill_slices(config: SourceConfig) -> list[BackfillPlan]:
     """A batch read's tasks: every listed shard of every stream, from its starting position (LATEST:
     now) to its ending position (LATEST: now; a named shard's sequence number: there); with named
     shards, those the lineage rule says to read."""
@@ -119,7 +119,7 @@ def backfill_slices(config: SourceConfig) -> list[BackfillSlice]:
             end = ends.get(sid, default_end)
             cutoff_ms = int(end.ts_ms or 0) if end.kind == TIMESTAMP else now
             end_at = end if end.anchor is not None else None
-            slices.append(BackfillSlice(spec.key, sid, start, closed[sid], cutoff_ms, end_at, ranges[sid]))
+            slices.append(BackfillPlan(spec.key, sid, start, closed[sid], cutoff_ms, end_at, ranges[sid]))
     return slices
 
 

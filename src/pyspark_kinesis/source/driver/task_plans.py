@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from ...model import ShardRef
 from ..options import SourceConfig
-from ..state.offsets import ShardSlice, SourceOffset, TaskPlan
+from ..state.offsets import ShardPlan, SourceOffset, TaskPlan
 from .discovery import recreated_streams
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def plan_tasks(
         if not kept:
             continue
         slices = tuple(
-            ShardSlice(
+            ShardPlan(
                 stream,
                 sid,
                 state.position,

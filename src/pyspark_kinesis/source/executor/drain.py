@@ -30,7 +30,7 @@ import pyarrow as pa
 from ...aws.kinesis import KinesisProxy
 from ...model import Position, ShardRef
 from ..options import SourceConfig
-from ..state.offsets import ShardEnd, ShardSlice, TaskPlan
+from ..state.offsets import ShardEnd, ShardPlan, TaskPlan
 from .columns import Columns
 from .cutting import ShardLimits
 from .pages import PageSource, ReadContext
@@ -124,7 +124,7 @@ class Drain:
         """`pages`: makes each read's page source (tests); by default the read mode of consumerType."""
         self.config, self.plan, self.proxies, self.pages = config, plan, proxies, pages
 
-    def _limits(self, piece: ShardSlice) -> ShardLimits:
+    def _limits(self, piece: ShardPlan) -> ShardLimits:
         config = self.config
         return ShardLimits(
             max_records=config.max_records_per_shard,
@@ -139,7 +139,7 @@ class Drain:
         )
 
     def _read(
-        self, piece: ShardSlice, position: Position, recorded: ShardEnd | None, holder: str, tip_ms: int
+        self, piece: ShardPlan, position: Position, recorded: ShardEnd | None, holder: str, tip_ms: int
     ) -> tuple[Columns, ShardEnd]:
         context = ReadContext(
             self.proxies[piece.stream],
@@ -155,7 +155,7 @@ class Drain:
         read = ShardRead(source, context, position, recorded, self.config.fail_on_data_loss, tip_ms)
         return read.run()
 
-    def first_attempt(self, piece: ShardSlice, spill: Spill) -> ShardEnd:
+    def first_attempt(self, piece: ShardPlan, spill: Spill) -> ShardEnd:
         chunks: list[ShardEnd] = []
         position, holder, tip_ms = piece.start, piece.holder, piece.tip_ms
         for _chunk in range(MAX_CHUNKS):
@@ -169,7 +169,7 @@ class Drain:
             f"shard {piece.shard_id}: drainInOneBatch read {MAX_CHUNKS} chunks without ending"
         )
 
-    def replay(self, piece: ShardSlice, recorded: ShardEnd, spill: Spill) -> ShardEnd:
+    def replay(self, piece: ShardPlan, recorded: ShardEnd, spill: Spill) -> ShardEnd:
         """Each recorded chunk read again to its own end (a record without chunks: as one read). Returns
         the recorded end with what this replay went on without (failOnDataLoss=false) as its losses:
         the record's own losses are the first attempt's, reported already."""
@@ -186,7 +186,7 @@ class Drain:
         """Read every shard of the plan (a first attempt when `expect` is None, else to its recorded
         ends), each into a new spill in `spills` (one it replaces is closed)."""
 
-        def one(piece: ShardSlice) -> ShardEnd:
+        def one(piece: ShardPlan) -> ShardEnd:
             old = spills.pop(piece.ref, None)
             if old is not None:
                 old.close()

@@ -17,7 +17,7 @@ from ...aws.kinesis import KinesisProxy
 from ...errors import CheckpointMismatchError
 from ...model import ShardRef
 from ..options import SourceConfig
-from ..state.offsets import BackfillSlice, ShardEnd, ShardSlice, TaskPlan
+from ..state.offsets import BackfillPlan, ShardEnd, ShardPlan, TaskPlan
 from .columns import Columns
 from .cutting import ShardLimits
 from .drain import read_drained
@@ -42,7 +42,7 @@ def _fetch_all(
     waves = math.ceil(len(plan.shards) / MAX_THREADS)
     share_s = config.max_fetch_time_ms / 1000.0 / max(1, waves)
 
-    def one(piece: ShardSlice) -> tuple[Columns, ShardEnd]:
+    def one(piece: ShardPlan) -> tuple[Columns, ShardEnd]:
         limits = ShardLimits(
             max_records=min(piece.max_records, config.max_records_per_shard)
             if piece.max_records > 0
@@ -124,7 +124,7 @@ def _rows(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
     return with_values(batch, config)
 
 
-def read_backfill(config: SourceConfig, piece: BackfillSlice) -> Iterator[pa.RecordBatch]:
+def read_backfill(config: SourceConfig, piece: BackfillPlan) -> Iterator[pa.RecordBatch]:
     """One shard of a batch read, from its start to its cutoff (or its end, or its tip), in chunks each
     bounded by the per-shard limits and maxFetchTimeMs."""
     spec = config.stream(piece.stream)

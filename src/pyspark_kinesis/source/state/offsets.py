@@ -297,7 +297,9 @@ class TaskEnd:
 
 
 @dataclass(frozen=True)
-class ShardSlice:
+class ShardPlan:
+    """One shard of a streaming task's plan: where its read starts and the budgets it may take."""
+
     stream: str  # the stream's ARN
     shard_id: str
     start: Position
@@ -322,7 +324,7 @@ class TaskPlan:
     token: str
     batch: int
     task: int
-    shards: tuple[ShardSlice, ...]
+    shards: tuple[ShardPlan, ...]
     cutoff_ms: int | None
     relay_key: bytes = b""  # the query run's key for reads of continuations other executors keep
     drain: bool = False  # drainInOneBatch: read every shard to the cutoff, in chunks (`executor.drain`)
@@ -330,7 +332,7 @@ class TaskPlan:
 
 
 @dataclass(frozen=True)
-class BackfillSlice:
+class BackfillPlan:
     """One task of a batch read (a backfill): one shard from `start` to records that arrived by
     `cutoff_ms`, or to `end_at` when endingPosition names a sequence number of this shard."""
 
@@ -340,4 +342,4 @@ class BackfillSlice:
     closed: bool
     cutoff_ms: int
     end_at: Position | None = None
-    hash_range: tuple[int, int] | None = None  # the shard's HashKeyRange (see `ShardSlice.hash_range`)
+    hash_range: tuple[int, int] | None = None  # the shard's HashKeyRange (see `ShardPlan.hash_range`)
