@@ -211,11 +211,10 @@ def _keep_alive(planner: Planner) -> None:
     pause = threading.Event()
     while True:  # a daemon thread: it ends with the process (the query's run)
         pause.wait(LIVE_EVERY_S)
-        if planner.token is not None:
-            try:
-                planner.log.beat(planner.token)
-            except Exception as exc:  # a passing storage failure: the next beat tries again
-                log.warning("metadataPath: could not renew the query's live record: %s", exc)
+        try:
+            planner.ledger.beat()
+        except Exception as exc:  # a passing storage failure: the next beat tries again
+            log.warning("metadataPath: could not renew the query's live record: %s", exc)
 
 
 class KinesisBatchReader(DataSourceReader):

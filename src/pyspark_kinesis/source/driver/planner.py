@@ -4,6 +4,11 @@ The driver never calls GetRecords. It learns where batch k stopped from the task
 batch-end log, turns those ends into the start positions of batch k+1, applies the lineage rule and
 Spark's read limit, and decides which task reads which shard. Everything it decides goes into the
 offset, so a restarted driver replans a logged batch identically from the checkpoint alone.
+
+`next_offset` is one pipeline: the recorded ends (`ledger`) -> new positions (`advance`) -> the
+options' streams -> listing and lineage (`discovery`, `lineage`) -> admission (`tip_probe`) -> budgets
+and assignment (`batch_shape`) -> the offset, marked planned in the ledger. What touches metadataPath
+is the ledger's; the steps between are functions of values or caches of the listing.
 """
 
 from __future__ import annotations
@@ -19,13 +24,13 @@ from ...config.stream_specs import StreamSpec
 from ...errors import CheckpointMismatchError, StreamAccessError
 from ...model import Position, ShardRef
 from ..options import SourceConfig
-from ..state.batch_log import BatchEndLog, offset_digest
+from ..state.batch_log import BatchEndLog
 from ..state.offsets import NO_TASK, ShardEnd, ShardState, SourceOffset
 from . import lineage
 from .batch_shape import BatchShape
 from .discovery import ShardDiscovery, now_ms, recreated_streams
 from .lag import LagTracker, report_losses
-from .recorded import read_ends
+from .ledger import Ledger
 from .tip_probe import TipProbe
 
 log = logging.getLogger(__name__)
@@ -33,7 +38,9 @@ _AVAILABLE_NOW_LISTINGS = 6  # listings tried after a closure before an Availabl
 
 
 class Planner:
-    """Plans batches for one query run. Holds only caches; the truth is the offset and the log."""
+    """Plans batches for one query run. The truth is the offset and the log (`ledger`); what it
+    keeps besides is the listing (`discovery`), the batch shape's recent loads, the lag report, and
+    hints (where each shard's continuation was kept, the closures already listed after)."""
 
     def __init__(
         self,
@@ -43,7 +50,7 @@ class Planner:
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.config = config
-        self.log = batch_log
+        self.ledger = Ledger(batch_log, config.metadata_path or "")
         self.clock = clock
         self.sleep: Callable[[float], None] = time.sleep  # between listings retried (tests replace it)
         self.discovery = ShardDiscovery(config, proxy_factory, clock)
@@ -54,17 +61,17 @@ class Planner:
         # batch's tasks (`tasks.plan_tasks`). A hint held in memory: after a restart reads subscribe anew.
         self.holders: dict[ShardRef, str] = {}
         self._listed: set[str] = set()  # streams listed by `hash_ranges` in this run
-        self.token: str | None = None  # the query's, once known (its `live` record is renewed)
         self.shape = BatchShape(config)
-        self._ends_cache: tuple[int, dict[ShardRef, ShardEnd]] | None = None
-        self._checked_tokens: set[str] = set()
         self._initial: SourceOffset | None = None
         self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
         self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
-        self._looked_up: set[int] = set()  # batches whose `planned` marker this run has looked at
-        self._planned_here: dict[int, str] = {}  # batch -> digest of its offset, planned or checked here
         self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
         self.probe = TipProbe(self.discovery.proxy, config.idle_poll_interval_ms, clock)
+
+    @property
+    def token(self) -> str | None:
+        """The query's token, once this run knows it (it claimed metadataPath as that query)."""
+        return self.ledger.token
 
     # -- start of a new query --------------------------------------------------------------------
     def initial_offset(self) -> SourceOffset:
@@ -81,23 +88,16 @@ class Planner:
     def _begin(self, start: SourceOffset) -> None:
         """A batch is planned from this run's initial offset: the new query starts."""
         token = start.token
-        if self._initial is None or token != self._initial.token or token in self._checked_tokens:
+        if self._initial is None or token != self._initial.token:
             return
-        self._claim(token)
-        self.log.start_query(token, sorted(start.streams))
-        for gone in self.log.collect_abandoned(token):
-            log.info(
-                "metadataPath: removed the records of query %s, whose driver ended before Spark logged its "
-                "first batch (its restart began this query)",
-                gone,
-            )
+        if not self.ledger.begin(token, sorted(start.streams)):
+            return
         for spec in self.config.streams:
             named = f" ({len(spec.shard_starts)} shards named)" if spec.shard_starts else ""
             log.info(
                 "Kinesis source starts query %s: %s (%s), %d shards from %s%s", token, spec.describe(),
                 spec.key, len(start.streams.get(spec.key, {})), spec.starting_position.describe(), named,
             )  # fmt: skip
-        self._checked_tokens.add(token)
 
     # -- checks that the checkpoint and the records belong together ------------------------------
     def check_offset(self, offset: SourceOffset) -> None:
@@ -108,15 +108,7 @@ class Planner:
                 f"the options name {', '.join(sorted(configured))}: none of them. Use a new checkpointLocation "
                 "(and metadataPath) for other streams; to add or remove streams, keep at least one."
             )
-        if offset.token not in self._checked_tokens:
-            self.log.check_query(offset.token, offset.batch, sorted(offset.streams))
-            self._claim(offset.token)
-            self._checked_tokens.add(offset.token)
-
-    def _claim(self, token: str) -> None:
-        """This run is the query with `token`: no other query may be running on metadataPath."""
-        self.log.claim(token)
-        self.token = token
+        self.ledger.check_query(offset)
 
     def hash_ranges(self, offset: SourceOffset) -> dict[ShardRef, tuple[int, int]]:
         """The HashKeyRange of each shard batch `offset` reads, from the listings (a stream not listed
@@ -139,37 +131,14 @@ class Planner:
         return ranges
 
     def check_logged_batch(self, end: SourceOffset) -> None:
-        """Before any task of a logged batch runs (Spark's `partitions`): the records under
-        metadataPath must be this checkpoint's, and the batch must have been planned there as logged.
-        Otherwise (a moved, cleaned or older metadataPath) a replay would read afresh and record new
-        ends: rows unlike the first attempt's, and the query failing a batch later."""
-        if self._planned_here.get(end.batch) == offset_digest(end.to_json()):
-            return  # planned (or checked) in this run
+        """Before any task of a logged batch runs: see `Ledger.check_logged_batch` (and the options
+        must still name one of its streams)."""
         self.check_offset(end)
-        marker = self.log.planned(end.token, end.batch)
-        if marker is None:
-            raise CheckpointMismatchError(
-                f"The checkpoint's batch {end.batch} has no record under metadataPath "
-                f"'{self.config.metadata_path}' that it was planned: the metadataPath was changed, cleaned, or "
-                "is older than the checkpoint. Restore the metadataPath this query ran with, or start over "
-                "with a new checkpointLocation (and metadataPath)."
-            )
-        if marker.digest is not None and marker.digest != offset_digest(end.to_json()):
-            raise CheckpointMismatchError(
-                f"The checkpoint's batch {end.batch} was planned differently under metadataPath "
-                f"'{self.config.metadata_path}' (another query's records, or a checkpoint restored from "
-                "another copy). Use this query's own checkpoint and metadataPath."
-            )
-        self._planned_here[end.batch] = offset_digest(end.to_json())
+        self.ledger.check_logged_batch(end)
 
     def committed(self, end: SourceOffset) -> None:
-        """Spark committed the batch that ended at `end`: no restart replays a batch before it, nor
-        plans from one. Batch `end.batch`'s own records stay: Spark commits a source's offset also
-        when it logs a batch in which that source did not move (a stateful query's no-data batch,
-        a batch only another source of the query has data for), and the next planning from that
-        same offset needs them. They go when a later offset is committed."""
-        if end.batch >= 0:
-            self.log.collect(end.token, end.batch)
+        """Spark committed the batch that ended at `end` (see `Ledger.committed`)."""
+        self.ledger.committed(end)
 
     # -- reading what the last batch did ---------------------------------------------------------
     def recorded_ends(self, offset: SourceOffset) -> dict[ShardRef, ShardEnd]:
@@ -178,11 +147,11 @@ class Planner:
         after the restart (see `tasks.plan_tasks`): they have no end to find."""
         if offset.batch < 0:
             return {}
-        if self._ends_cache is not None and self._ends_cache[0] == offset.batch:
-            return self._ends_cache[1]
+        known = self.ledger.ends_read(offset)
+        if known is not None:
+            return known
         configured = set(self._configured) - self._recreated
-        ends, unrun = read_ends(self.log, offset, lambda ref: ref[0] in configured)
-        self._ends_cache = (offset.batch, ends)
+        ends, unrun = self.ledger.read_ends(offset, lambda ref: ref[0] in configured)
         self.shape.observe(ends, unrun)
         report_losses(offset.batch, ends)
         return ends
@@ -307,10 +276,7 @@ class Planner:
                 streams, {k: v for k, v in start.created.items() if k not in self._recreated}
             ),
         )
-        planned = offset.to_json()
-        stands = self.log.mark_planned(start.token, start.batch + 1, planned, start.to_json())
-        self._planned_here[start.batch + 1] = offset_digest(stands)
-        return offset if stands is planned else SourceOffset.from_json(stands)
+        return self.ledger.mark_planned(start, offset)
 
     def _admitted(
         self,
@@ -333,22 +299,13 @@ class Planner:
         return [ref for ref in readable if ref not in idle or ref in found]
 
     def _planned_before(self, start: SourceOffset) -> SourceOffset | None:
-        """The offset batch `start.batch + 1` was planned with before, if it was (looked up once per run:
-        afterwards only this run plans it)."""
-        batch = start.batch + 1
-        if batch in self._looked_up:
-            return None
-        self._looked_up.add(batch)
-        marker = self.log.planned(start.token, batch)
-        if marker is None or marker.offset is None:
-            return None
-        self.log.check_same_start(batch, marker, start.to_json())
-        log.info("Batch %d was planned before (a restart re-plans it): its offset is used again", batch)
-        again = SourceOffset.from_json(marker.offset)
-        for key, states in again.streams.items():
-            if self.config.stream(key) is not None:  # what aged out since it was planned is reported
-                self.discovery.refresh(key, dict(states), force=False, cutoff_ms=None)
-        self._planned_here[batch] = offset_digest(marker.offset)
+        """The offset batch `start.batch + 1` was planned with before, if it was (`Ledger.planned_before`);
+        its streams are listed again, so that what aged out since it was planned is reported."""
+        again = self.ledger.planned_before(start)
+        if again is not None:
+            for key, states in again.streams.items():
+                if self.config.stream(key) is not None:
+                    self.discovery.refresh(key, dict(states), force=False, cutoff_ms=None)
         return again
 
     def _discover(
