@@ -150,7 +150,7 @@ def test_listing_waits_for_the_discovery_interval():
 def test_available_now_ends_when_every_shard_is_drained():
     h = one_stream()
     planner = h.planner()
-    planner.cutoff_ms = h.clock.now
+    planner.read_up_to(h.clock.now)
     first = planner.next_offset(planner.initial_offset(), None, None)
     assert first.cutoff_ms == h.clock.now
     # s0 reached the tip; s1 was cut by a limit and must be read again.
@@ -351,7 +351,7 @@ def available_now_over_one_shard():
     h = Harness(config("a"), kinesis, Clock())
     planner = h.planner()
     planner.sleep = lambda _s: None
-    planner.cutoff_ms = h.clock.now
+    planner.read_up_to(h.clock.now)
     return kinesis, h, planner, planner.next_offset(planner.initial_offset(), None, None)
 
 

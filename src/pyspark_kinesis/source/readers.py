@@ -153,8 +153,7 @@ class KinesisStreamReader(DataSourceStreamReader):
         from .driver.discovery import now_ms
 
         self._drained = True
-        self.planner.cutoff_ms = now_ms()
-        self.planner.drain = True
+        self.planner.read_up_to(now_ms(), drain=True)
 
     def reportLatestOffset(self) -> dict | None:
         """Lag per stream, shown as `sources[].latestOffset` in the query's progress (see `driver.lag`)."""
@@ -193,7 +192,7 @@ if spark_features.ADMISSION_CONTROL:
             from .driver.discovery import now_ms
 
             self._available_now = True  # reads in bounded batches: drainInOneBatch does not apply
-            self.planner.cutoff_ms = now_ms()
+            self.planner.read_up_to(now_ms())
 
 
 def stream_reader(config: SourceConfig) -> KinesisStreamReader:

@@ -68,6 +68,11 @@ class Planner:
         self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
         self.probe = TipProbe(self.discovery.proxy, config.idle_poll_interval_ms, clock)
 
+    def read_up_to(self, cutoff_ms: int, *, drain: bool = False) -> None:
+        """This run reads only what arrived by `cutoff_ms` (Trigger.AvailableNow), and with `drain`
+        (drainInOneBatch) in one batch read to that moment in chunks."""
+        self.cutoff_ms, self.drain = cutoff_ms, drain
+
     @property
     def token(self) -> str | None:
         """The query's token, once this run knows it (it claimed metadataPath as that query)."""
