@@ -14,13 +14,11 @@ from pyspark.sql.datasource import (
 
 from .source.options import SourceConfig, parse_options, refuse_fan_out_for_batch_reads
 from .source.readers import KinesisBatchReader, stream_reader
-from .source.schema import SPARK_SCHEMA
 
 
 def _with_values(config: SourceConfig, schema: Any) -> SourceConfig:
-    """valueFormat=glue: the reader's schema looked up again, and checked against the one `.load()` gave."""
-    if not config.value.decoded:
-        return config
+    """The value format's look-ups made again (glue: the reader's schema), and the rows' schema
+    checked against the one `.load()` gave."""
     from .source.value_columns import check_same, with_reader_schema
 
     config = with_reader_schema(config)
@@ -46,12 +44,7 @@ class KinesisDataSource(DataSource):
         from .source.driver.preflight import check_at_load
 
         check_at_load(config)
-        if not config.value.decoded:
-            return SPARK_SCHEMA
-        from .source.value_columns import (
-            spark_schema,
-            with_reader_schema,
-        )  # (valueFormat=glue: the registry's schema)
+        from .source.value_columns import spark_schema, with_reader_schema
 
         return spark_schema(with_reader_schema(config))
 

@@ -1,9 +1,8 @@
-"""How a record's payload becomes columns: `valueFormat=raw` (the bytes, in `data`) or `valueFormat=glue`
-(framed by the AWS Glue Schema Registry's serializers, decoded into a registered schema: `values`).
-
-Parsed here without the network; the reader's schema version is looked up when the query is planned
-(`source.value_columns`) and then travels to the executors as its definition, so every task decodes
-into the same version whatever the registry learns meanwhile.
+"""The `valueFormat` options, parsed without the network: `raw` (the bytes, in `data`), `glue` (framed by
+the AWS Glue Schema Registry's serializers, decoded into a registered schema) or a format registered
+with `formats.register_format`. What a format does with them is the format's (`formats`): glue's
+reader schema version is looked up when the query is planned and then travels to the executors as its
+definition, so every task decodes into the same version whatever the registry learns meanwhile.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from .declared import Option
 from .option_values import int_option
 
 RAW, GLUE = "raw", "glue"
+FORMAT_NAMES: list[str] = [RAW, GLUE]  # valueFormat's values (`formats.register_format` adds to it)
 STRUCT, FLATTEN = "struct", "flatten"
 FAIL, COLUMN, PASS = "fail", "column", "pass"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -86,9 +86,18 @@ class ValueFormat:
     data_format: str = "AVRO"  # the registered schema's DataFormat (AVRO | JSON | PROTOBUF), once looked up
     message: str | None = None  # Protobuf: the reader's message (protobufMessageName)
 
-    @property
-    def decoded(self) -> bool:
-        return self.format == GLUE
+
+@dataclass(frozen=True)
+class SchemaToWrite:
+    """valueFormat=glue with schemaDefinition: rows are written with the version of schemaName whose
+    definition this is, looked up (or registered) once at query start. Why by definition: a producer
+    owns its schema as code, as the registry's own serializers assume; naming a version number would
+    make every schema change a registry change made by hand first."""
+
+    definition: str
+    register: bool = False
+    data_format: str | None = None  # schemaDataFormat, when given: the format of a schema created
+    compatibility: str = "BACKWARD"
 
 
 def choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], upper: bool = False) -> str:
@@ -103,14 +112,14 @@ def choice(opts: Mapping[str, str], name: str, allowed: tuple[str, ...], upper: 
 
 
 def parse_value_format(opts: Mapping[str, str]) -> ValueFormat:
-    fmt = choice(opts, "valueFormat", (RAW, GLUE))
+    fmt = choice(opts, "valueFormat", tuple(FORMAT_NAMES))
     glue_only = [o.key for o in VALUE_OPTIONS if o.key != "valueFormat" and o.key in opts]
-    if fmt == RAW:
+    if fmt != GLUE:
         if glue_only:
             raise OptionError(
                 glue_only[0], "applies to valueFormat=glue only", "Set valueFormat=glue, or remove it."
             )
-        return ValueFormat()
+        return ValueFormat(format=fmt)
     version_id = (opts.get("schemaVersionId") or "").strip() or None
     registry = (opts.get("schemaRegistryName") or "").strip() or None
     schema = (opts.get("schemaName") or "").strip() or None

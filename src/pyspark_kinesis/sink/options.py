@@ -10,7 +10,7 @@ from ..config.aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from ..config.declared import BOOL, INT, Option, by_key, parse_declared
 from ..config.option_values import fold
 from ..config.stream_specs import StreamSpec, check_arn_region, parse_arn, parse_streams
-from ..config.value_format import ValueFormat, choice, parse_value_format, schema_options
+from ..config.value_format import GLUE, SchemaToWrite, ValueFormat, choice, parse_value_format, schema_options
 from ..errors import OptionError
 from ..model import Position
 
@@ -127,19 +127,6 @@ _REGISTRATION = ("schemaDefinition", "schemaAutoRegistration", "schemaDataFormat
 
 
 @dataclass(frozen=True)
-class SchemaToWrite:
-    """valueFormat=glue with schemaDefinition: rows are written with the version of schemaName whose
-    definition this is, looked up (or registered) once at query start. Why by definition: a producer
-    owns its schema as code, as the registry's own serializers assume; naming a version number would
-    make every schema change a registry change made by hand first."""
-
-    definition: str
-    register: bool = False
-    data_format: str | None = None  # schemaDataFormat, when given: the format of a schema created
-    compatibility: str = "BACKWARD"
-
-
-@dataclass(frozen=True)
 class SinkConfig:
     stream_name: str | None
     aws: AwsSettings
@@ -223,7 +210,7 @@ def _schema_to_write(opts: Mapping[str, str], value: ValueFormat) -> SchemaToWri
     given = [name for name in _REGISTRATION if name in opts]
     if not given:
         return None
-    if not value.decoded:
+    if value.format != GLUE:
         raise OptionError(given[0], "applies to valueFormat=glue only", "Set valueFormat=glue, or remove it.")
     definition = opts.get("schemaDefinition") or ""
     if not definition.strip():

@@ -16,14 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
-from pyspark.sql.types import BinaryType, StringType, StructType
+from pyspark.sql.types import StringType, StructType
 
 from .. import spark_features
 from ..aws.kinesis import KinesisProxy, partition_key_optional, sink_target
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError
-from ..values.glue_encode import ValueDoesNotFit
-from .glue_schema import check_value_schema, value_encoder, with_schema_version
+from ..formats import ValueDoesNotFit, codec_of
 from .options import SinkConfig
 from .packing import Aggregator, ShardRouter
 from .producing import MAX_RECORD_BYTES, Entry, Producer, invalid_reason
@@ -44,16 +43,7 @@ class KinesisCommitMessage(WriterCommitMessage):
 def check_schema(schema: StructType, config: SinkConfig) -> None:
     """Fail at query start on a DataFrame the sink cannot write, naming the column."""
     fields = {f.name: f.dataType for f in schema.fields}
-    if config.value.decoded:
-        _check_value_column(fields)
-    elif "data" not in fields:
-        raise OptionError(
-            "data", "the DataFrame has no 'data' column", "Select the payload AS data (binary or string)."
-        )
-    elif not isinstance(fields["data"], BinaryType | StringType):
-        raise OptionError(
-            "data", f"column 'data' is {fields['data'].simpleString()}", "Cast it to binary or string."
-        )
+    codec_of(config.value).check_columns(fields)
     for name in ("partitionKey", "explicitHashKey", "streamName"):
         if name in fields and not isinstance(fields[name], StringType):
             raise OptionError(
@@ -64,26 +54,6 @@ def check_schema(schema: StructType, config: SinkConfig) -> None:
             "streamName",
             "missing, and the DataFrame has no streamName column",
             'Set .option("streamName", "<stream>") or add a streamName column.',
-        )
-
-
-def _check_value_column(fields: dict[str, Any]) -> None:
-    if "value" not in fields or not isinstance(fields["value"], StructType):
-        raise OptionError(
-            "valueFormat",
-            "glue writes column 'value' (a struct of the schema's fields), and the DataFrame has "
-            + (
-                "no 'value' column"
-                if "value" not in fields
-                else f"'value' as {fields['value'].simpleString()}"
-            ),
-            "Select the record as a struct: F.struct(...).alias('value').",
-        )
-    if "data" in fields:
-        raise OptionError(
-            "valueFormat",
-            "glue writes column 'value', and the DataFrame has a 'data' column too",
-            "Drop 'data'.",
         )
 
 
@@ -110,11 +80,11 @@ def check_stream(config: SinkConfig) -> SinkConfig:
 
 def prepare(schema: StructType, config: SinkConfig) -> SinkConfig:
     """Everything the sink checks and learns at query start, in order: the DataFrame's columns, the
-    schema version (valueFormat=glue) and the value's fields against it, the streams."""
+    value format's look-ups (valueFormat=glue: the schema version, the value's fields against it),
+    the streams."""
     check_schema(schema, config)
-    config = with_schema_version(config, schema)
-    check_value_schema(schema, config)
-    return check_stream(config)
+    value = codec_of(config.value).for_writing(config.value, config.aws, schema, config.write_schema)
+    return check_stream(replace(config, value=value))
 
 
 _LIMITS: dict[tuple[Any, str], int] = {}  # per executor process: streams named only by rows
@@ -211,12 +181,13 @@ class _RowEntries:
 
     def __init__(self, config: SinkConfig, partition: int) -> None:
         self.config, self.partition = config, partition
-        self.encoder = value_encoder(config) if config.value.decoded else None
+        codec = codec_of(config.value)
+        self.encoder, self.column = codec.encoder(config.value), codec.payload_column
 
     def of(self, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, Entry | str]]:
         row = 0
         for batch in batches:
-            cols = _Columns.of(batch, "value" if self.encoder else "data")
+            cols = _Columns.of(batch, self.column)
             for i in range(batch.num_rows):
                 yield row, self._entry(cols, i, row)
                 row += 1

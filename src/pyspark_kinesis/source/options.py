@@ -219,7 +219,7 @@ class SourceConfig:
     consumer_type: str = _DEFAULT["consumer_type"]
     fan_out_relay: bool = _DEFAULT["fan_out_relay"]  # efo: continue a subscription another executor holds
     drain_in_one_batch: bool = _DEFAULT["drain_in_one_batch"]  # one-batch runs read all there at start
-    value: ValueFormat = field(default_factory=ValueFormat)  # the payload's format (source.value_columns)
+    value: ValueFormat = field(default_factory=ValueFormat)  # the payload's format (`formats`)
 
     @property
     def fan_out(self) -> bool:

@@ -116,9 +116,7 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
 
 
 def _rows(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
-    """A batch as the source declares its rows: with the decoded values when valueFormat=glue."""
-    if not config.value.decoded:
-        return batch
+    """A batch as the source declares its rows: with the value format's columns (`formats`)."""
     from ..value_columns import with_values
 
     return with_values(batch, config)

@@ -1,0 +1,125 @@
+"""The value-format seam (src/pyspark_kinesis/formats): a third format is one module-sized class and its
+registration, and the source and sink then read and write with it without a line of their own. The toy
+format here reads a record's payload as UTF-8 text into a column `text` and writes a row's `text`
+column as a payload; raw and glue are the built-in formats (glue against a registry: tests/integration)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import DataType, StringType, StructField, StructType
+
+from pyspark_kinesis import formats
+from pyspark_kinesis.config import value_format
+from pyspark_kinesis.config.aws_settings import AwsSettings
+from pyspark_kinesis.config.value_format import SchemaToWrite, ValueFormat
+from pyspark_kinesis.errors import OptionError
+from pyspark_kinesis.sink import writers
+from pyspark_kinesis.sink.options import parse_sink_options
+from pyspark_kinesis.source import value_columns
+from pyspark_kinesis.source.options import parse_options
+from pyspark_kinesis.source.schema import SPARK_SCHEMA
+
+
+class Utf8Encoder:
+    version_id = "utf-8"
+
+    def encode(self, value: str) -> bytes:
+        if not isinstance(value, str):
+            raise formats.ValueDoesNotFit(f"{value!r} is not text")
+        return value.encode()
+
+
+class TextCodec:
+    """The toy format: payloads are UTF-8 text."""
+
+    payload_column = "text"
+    looked_up = 0
+
+    def for_reading(self, value: ValueFormat, aws: AwsSettings) -> ValueFormat:
+        TextCodec.looked_up += 1
+        return value
+
+    def added_fields(self, value: ValueFormat, taken: frozenset[str]) -> list[StructField]:
+        assert "data" in taken and "shardid" in taken  # the Kinesis columns, for clashes
+        return [StructField("text", StringType())]
+
+    def decode(self, value: ValueFormat, aws: AwsSettings, batch: pa.RecordBatch) -> list[pa.Array]:
+        return [pa.array([b.decode() for b in batch.column("data").to_pylist()], pa.string())]
+
+    def check_columns(self, fields: dict[str, DataType]) -> None:
+        if not isinstance(fields.get("text"), StringType):
+            raise OptionError("valueFormat", "text writes column 'text' (a string)", "Select it AS text.")
+
+    def for_writing(
+        self, value: ValueFormat, aws: AwsSettings, schema: StructType, wanted: SchemaToWrite | None
+    ) -> ValueFormat:
+        return value
+
+    def encoder(self, value: ValueFormat) -> Utf8Encoder:
+        return Utf8Encoder()
+
+
+@pytest.fixture
+def text_format(monkeypatch):
+    """The toy format registered for one test only."""
+    monkeypatch.setattr(formats, "_CODECS", dict(formats._CODECS))
+    monkeypatch.setattr(value_format, "FORMAT_NAMES", list(value_format.FORMAT_NAMES))
+    formats.register_format("Text", TextCodec())
+
+
+def kinesis_batch(payloads: list[bytes]) -> pa.RecordBatch:
+    n = len(payloads)
+    return pa.record_batch(
+        {
+            "data": pa.array(payloads, pa.binary()),
+            "streamName": ["s"] * n,
+            "shardId": ["shardId-000000000000"] * n,
+            "partitionKey": ["k"] * n,
+            "sequenceNumber": [str(i) for i in range(n)],
+            "subSequenceNumber": pa.array([0] * n, pa.int64()),
+            "approximateArrivalTimestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+            "streamArn": ["arn:aws:kinesis:us-east-1:123456789012:stream/s"] * n,
+        }
+    )
+
+
+def test_a_registered_format_is_read_with_its_columns_after_the_kinesis_ones(text_format):
+    config = parse_options({"streamName": "s", "region": "us-east-1", "valueFormat": "text"}, streaming=False)
+    assert config.value.format == "text"
+    config = value_columns.with_reader_schema(config)
+    assert TextCodec.looked_up >= 1
+    schema = value_columns.spark_schema(config)
+    assert isinstance(schema, StructType)
+    assert [f.name for f in schema.fields] == [*(f.name for f in value_columns.BASE.fields), "text"]
+    rows = value_columns.with_values(kinesis_batch([b"hello", "h\u00e9".encode()]), config)
+    assert rows.column("text").to_pylist() == ["hello", "h\u00e9"]
+    assert rows.schema.names == schema.names
+
+
+def test_a_registered_format_writes_its_payload_column_through_its_encoder(text_format):
+    config = parse_sink_options({"streamName": "s", "region": "us-east-1", "valueFormat": "text"})
+    good = StructType([StructField("text", StringType()), StructField("partitionKey", StringType())])
+    writers.check_schema(good, config)
+    with pytest.raises(OptionError, match="'text'"):
+        writers.check_schema(StructType([StructField("data", StringType())]), config)
+    rows = pa.record_batch({"text": ["a\u00e9", "b"], "partitionKey": ["k1", "k2"]})
+    entries = [entry for _row, entry in writers._RowEntries(config, 0).of(iter([rows]))]
+    assert [(e.data, e.key) for e in entries] == [("a\u00e9".encode(), "k1"), (b"b", "k2")]
+
+
+def test_raw_adds_nothing_and_an_unknown_format_is_an_option_error():
+    raw = parse_options({"streamName": "s", "region": "us-east-1"}, streaming=False)
+    assert value_columns.spark_schema(raw) == SPARK_SCHEMA
+    batch = kinesis_batch([b"x"])
+    assert value_columns.with_values(batch, raw) is batch
+    with pytest.raises(OptionError, match="valueFormat"):
+        parse_options({"streamName": "s", "region": "us-east-1", "valueFormat": "text"}, streaming=False)
+
+
+def test_the_glue_options_belong_to_glue_only(text_format):
+    with pytest.raises(OptionError, match=r"schemaName.*glue only"):
+        parse_options(
+            {"streamName": "s", "region": "us-east-1", "valueFormat": "text", "schemaName": "x"},
+            streaming=False,
+        )
