@@ -1,7 +1,7 @@
 """A KPL producer's stale shard map after a split: an aggregate put into the parent's half-range sibling
 holds user records of keys the other shard now owns, and the KPL re-sends those to the right shard. Read
 as the KCL reads, every user record comes out exactly once: streaming (polling), a drained one-run
-batch and a batch read alike (the dropped count in the lag report: tests/unit/test_lag.py). The aggregate is built with
+batch and a batch read alike (the dropped count in the lag report: tests/unit/source/driver/test_lag.py). The aggregate is built with
 aws-kinesis-agg and each key's shard computed here as the KCL computes it (MD5 of the partition key)."""
 
 from __future__ import annotations

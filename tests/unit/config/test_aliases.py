@@ -112,7 +112,7 @@ def test_awslabs_timestamp_spelling():
 
 
 def test_every_alias_is_in_the_migration_table_and_points_at_a_real_option():
-    page = (Path(__file__).resolve().parents[2] / "docs" / "migration.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "migration.md").read_text()
     for alias, target in ALIASES.items():
         assert target.canonical in KNOWN_OPTIONS
         assert f"| `{alias}` | `{target.canonical}` |" in page, f"{alias} is missing from docs/migration.md"

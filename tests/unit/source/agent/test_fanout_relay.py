@@ -25,7 +25,7 @@ from pyspark_kinesis.source.agent.hub import SubscriptionRequest
 from pyspark_kinesis.source.agent.link import AgentLink, UnixChannel
 from pyspark_kinesis.source.executor.modes.fanout import FanOutPages, holder_hint
 from tests.unit.scripted import SHARD, SPEC, FakeProxy, context, records
-from tests.unit.test_fanout_hub import FakeClient, event
+from tests.unit.source.agent.test_fanout_hub import FakeClient, event
 
 CONSUMER = SPEC.consumer_arn
 KEY = b"k" * 32

@@ -22,7 +22,7 @@ from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.state.batch_log import BatchEndLog
 from pyspark_kinesis.source.state.offsets import ShardEnd, ShardPlan, SourceOffset, TaskEnd, TaskPlan
 from tests.unit.scripted import SHARD, SPEC, FakeProxy
-from tests.unit.test_replay_property import ShardPages, build_shard
+from tests.unit.source.executor.test_replay_property import ShardPages, build_shard
 
 STREAM = SPEC.arn
 

@@ -1,7 +1,7 @@
 """Enhanced fan-out's page source pinned (src/pyspark_kinesis/source/executor/modes/fanout.py): what a
 failed subscription means, what the read asks the agent for, how long it waits for a push, when a quiet
 subscription settles or counts as broken, what an event says as a page, and the one GetRecords that
-confirms a closed shard's end. The agent link is scripted here (tests/unit/test_fanout_relay.py and
+confirms a closed shard's end. The agent link is scripted here (tests/unit/source/agent/test_fanout_relay.py and
 test_fanout_hub.py run real agents in-process; tests/integration subscribe through kinesis-local)."""
 
 from __future__ import annotations

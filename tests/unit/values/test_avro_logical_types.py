@@ -175,7 +175,7 @@ def test_a_decimal_wider_than_spark_and_big_decimal_are_refused_naming_the_field
 def test_the_mapping_table_is_what_docs_options_lists():
     from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "options.md").read_text()
     for logical in (
         "uuid", "date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros", "timestamp-nanos",
         "local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos", "decimal", "duration",

@@ -75,7 +75,7 @@ def test_the_docs_option_table_is_the_declarations():
 
     from pyspark_kinesis.config.declared import markdown_table
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "options.md").read_text()
     assert markdown_table(KNOWN_OPTIONS.values()) in page
 
 
@@ -100,7 +100,7 @@ def test_every_sink_option_is_documented():
     from pyspark_kinesis.config.declared import markdown_table
     from pyspark_kinesis.sink.options import SINK_OPTIONS
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "sink.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "sink.md").read_text()
     assert markdown_table(SINK_OPTIONS.values()) in page
 
 
