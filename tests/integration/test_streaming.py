@@ -175,14 +175,26 @@ def test_max_bytes_per_batch_bounds_each_batch(spark, kinesalite, tmp_path):
 
 
 def test_trigger_once_runs_one_batch(spark, kinesalite, tmp_path):
+    """(With kinesisColumns: the rows carry only the Kinesis columns named, in the rows' order.)"""
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=2)
     expected = put(kin, stream, 0, 120)
     sink = Collector()
-    df = reader(spark, kinesalite.endpoint, stream, str(tmp_path / "meta"), startingPosition="TRIM_HORIZON")
+    df = reader(
+        spark,
+        kinesalite.endpoint,
+        stream,
+        str(tmp_path / "meta"),
+        startingPosition="TRIM_HORIZON",
+        kinesisColumns="partitionKey,data",
+    )
+    assert df.columns == ["data", "partitionKey"]
     run_once(df, str(tmp_path / "cp"), sink)
     assert len(sink.batches) == 1
     assert_exactly_once(sink.rows, expected)
+    assert all(
+        list(r.asDict()) == ["data", "partitionKey"] and r["partitionKey"].startswith("k") for r in sink.rows
+    )
 
 
 def test_batch_read_between_positions(spark, any_kinesis):

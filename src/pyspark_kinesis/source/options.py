@@ -21,6 +21,7 @@ from ..config.stream_specs import StreamSpec, parse_streams, with_ends
 from ..config.value_format import VALUE_OPTIONS, ValueFormat, parse_value_format
 from ..errors import OptionError
 from ..model import Position, StreamIdentity
+from .schema import KINESIS_COLUMNS
 
 # Every source option, declared once (see `config.declared`): docs/options.md's table is generated
 # from these (`pyspark-kinesis options --markdown`) and checked against them by a test.
@@ -180,6 +181,14 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         field="fail_on_data_loss",
     ),
     Option(
+        "kinesisColumns",
+        "Comma-separated Kinesis columns the rows carry (data, streamName, shardId, partitionKey, sequenceNumber, "
+        "subSequenceNumber, approximateArrivalTimestamp, streamArn), in that order; the value format's columns "
+        "come after. Spark does not push a query's column pruning to Python sources, and every column costs "
+        "the JVM a conversion per row: name only those the query uses.",
+        shown="(all)",
+    ),
+    Option(
         "onCorruptAggregate",
         "passThrough | fail: a record with the KPL magic that does not parse is read as one plain record "
         "(with a warning) or fails the batch.",
@@ -220,6 +229,7 @@ class SourceConfig:
     fan_out_relay: bool = _DEFAULT["fan_out_relay"]  # efo: continue a subscription another executor holds
     drain_in_one_batch: bool = _DEFAULT["drain_in_one_batch"]  # one-batch runs read all there at start
     value: ValueFormat = field(default_factory=ValueFormat)  # the payload's format (`formats`)
+    kinesis_columns: tuple[str, ...] = KINESIS_COLUMNS  # kinesisColumns: the Kinesis columns rows carry
 
     @property
     def fan_out(self) -> bool:
@@ -272,8 +282,26 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
         shard_assigner=_assigner(opts),
         fail_on_corrupt_aggregate=_DECLARED["onCorruptAggregate"].parse(opts) == "fail",
         value=parse_value_format(opts),
+        kinesis_columns=_kinesis_columns(opts.get("kinesisColumns")),
         **fields,
     )
+
+
+def _kinesis_columns(given: str | None) -> tuple[str, ...]:
+    """kinesisColumns: the named Kinesis columns, in the rows' order (every one when not given)."""
+    if given is None or not given.strip():
+        return KINESIS_COLUMNS
+    by_lower = {name.lower(): name for name in KINESIS_COLUMNS}
+    named = [part.strip() for part in given.split(",") if part.strip()]
+    unknown = [name for name in named if name.lower() not in by_lower]
+    if unknown:
+        raise OptionError(
+            "kinesisColumns",
+            f"'{unknown[0]}' is not a Kinesis column",
+            f"Name some of {', '.join(KINESIS_COLUMNS)}, separated by commas.",
+        )
+    wanted = {name.lower() for name in named}
+    return tuple(name for name in KINESIS_COLUMNS if name.lower() in wanted)
 
 
 def refuse_fan_out_for_batch_reads(config: SourceConfig) -> None:

@@ -9,6 +9,18 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+# The Kinesis columns, in the rows' order (`kinesisColumns` keeps some of them, in this order).
+KINESIS_COLUMNS = (
+    "data",
+    "streamName",
+    "shardId",
+    "partitionKey",
+    "sequenceNumber",
+    "subSequenceNumber",
+    "approximateArrivalTimestamp",
+    "streamArn",
+)
+
 SPARK_SCHEMA = (
     "data BINARY, streamName STRING, shardId STRING, partitionKey STRING, sequenceNumber STRING, "
     "subSequenceNumber BIGINT, approximateArrivalTimestamp TIMESTAMP, streamArn STRING"

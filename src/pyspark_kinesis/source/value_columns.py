@@ -1,5 +1,8 @@
-"""The source's rows with the value format's columns (`formats`): the Spark schema Spark plans with,
-the check that the reader Spark makes agrees with it, and each batch's added columns on the executors.
+"""The source's rows: the Kinesis columns `kinesisColumns` keeps, then the value format's (`formats`).
+Here: the Spark schema Spark plans with, the check that the reader Spark makes agrees with it, and
+each batch's columns on the executors (the format decodes from the whole batch first, then the rows
+keep what the options name: Spark does not push a query's column pruning to Python sources, and each
+column costs the JVM a conversion per row).
 
 The format's look-ups (glue: the reader's schema version) happen where Spark asks for the schema
 (`.load()`) and again where it makes the reader; the two schemas must agree (a "latest version"
@@ -28,7 +31,7 @@ from ..errors import OptionError
 from ..formats import codec_of
 from ..spark_features import arrow_type
 from .options import SourceConfig
-from .schema import SPARK_SCHEMA
+from .schema import KINESIS_COLUMNS, SPARK_SCHEMA
 
 BASE = StructType(
     [
@@ -53,13 +56,15 @@ def with_reader_schema(config: SourceConfig) -> SourceConfig:
 
 
 def spark_schema(config: SourceConfig) -> StructType | str:
-    """What the source's rows look like: the Kinesis columns, then the value format's."""
-    return _schema_of(config.value)
+    """What the source's rows look like: the Kinesis columns kept, then the value format's."""
+    return _schema_of(config.value, config.kinesis_columns)
 
 
-def _schema_of(value: ValueFormat) -> StructType | str:
+def _schema_of(value: ValueFormat, kept: tuple[str, ...]) -> StructType | str:
     added = codec_of(value).added_fields(value, _TAKEN)
-    return StructType([*BASE.fields, *added]) if added else SPARK_SCHEMA
+    if not added and kept == KINESIS_COLUMNS:
+        return SPARK_SCHEMA
+    return StructType([*(f for f in BASE.fields if f.name in kept), *added])
 
 
 def check_same(config: SourceConfig, schema: Any) -> None:
@@ -76,17 +81,19 @@ def check_same(config: SourceConfig, schema: Any) -> None:
 
 
 def with_values(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
-    """A batch of Kinesis columns with the value format's columns added, as `spark_schema` declares."""
-    value = config.value
+    """A batch of all Kinesis columns as the rows are declared (`spark_schema`): the Kinesis columns
+    kept, then the value format's columns."""
+    value, kept = config.value, config.kinesis_columns
     added = codec_of(value).decode(value, config.streams[0].aws, batch)
-    if not added:
+    if not added and kept == KINESIS_COLUMNS:
         return batch
-    return pa.RecordBatch.from_arrays([*batch.columns, *added], schema=_arrow_schema(value))
+    columns = [batch.column(name) for name in kept]
+    return pa.RecordBatch.from_arrays([*columns, *added], schema=_arrow_schema(value, kept))
 
 
 @functools.lru_cache(maxsize=8)
-def _arrow_schema(value: ValueFormat) -> pa.Schema:
+def _arrow_schema(value: ValueFormat, kept: tuple[str, ...]) -> pa.Schema:
     """The Arrow schema of the rows, as Spark converts `spark_schema` (once per process, not per batch)."""
-    schema = _schema_of(value)
+    schema = _schema_of(value, kept)
     assert isinstance(schema, StructType)
     return pa.schema([pa.field(f.name, arrow_type(f.dataType)) for f in schema.fields])

@@ -123,3 +123,29 @@ def test_the_glue_options_belong_to_glue_only(text_format):
             {"streamName": "s", "region": "us-east-1", "valueFormat": "text", "schemaName": "x"},
             streaming=False,
         )
+
+
+def test_kinesis_columns_keeps_the_named_ones_in_the_rows_order_before_the_formats(text_format):
+    """kinesisColumns: the rows carry only the Kinesis columns named (Spark does not prune a Python
+    source's columns), in the rows' order whatever order they were named in; a format's columns come
+    after, decoded from the whole batch (the toy format reads `data` even when the rows leave it out)."""
+    options = {"streamName": "s", "region": "us-east-1", "kinesisColumns": " partitionKey, DATA "}
+    raw = parse_options(options, streaming=False)
+    assert raw.kinesis_columns == ("data", "partitionKey")
+    schema = value_columns.spark_schema(raw)
+    assert isinstance(schema, StructType) and schema.names == ["data", "partitionKey"]
+    rows = value_columns.with_values(kinesis_batch([b"a", b"b"]), raw)
+    assert rows.schema.names == ["data", "partitionKey"] and rows.column("data").to_pylist() == [b"a", b"b"]
+    text = parse_options({**options, "kinesisColumns": "shardId", "valueFormat": "text"}, streaming=False)
+    assert value_columns.spark_schema(text).names == ["shardId", "text"]
+    rows = value_columns.with_values(kinesis_batch([b"hi"]), text)
+    assert rows.to_pylist() == [{"shardId": "shardId-000000000000", "text": "hi"}]
+
+
+def test_kinesis_columns_names_only_kinesis_columns():
+    with pytest.raises(OptionError, match=r"'kinesisColumns'.*'value' is not a Kinesis column"):
+        parse_options(
+            {"streamName": "s", "region": "us-east-1", "kinesisColumns": "data,value"}, streaming=False
+        )
+    every = parse_options({"streamName": "s", "region": "us-east-1", "kinesisColumns": " "}, streaming=False)
+    assert value_columns.spark_schema(every) == SPARK_SCHEMA
