@@ -91,18 +91,26 @@ def test_a_dynamic_import_is_refused_by_the_linter(tmp_path):
     assert done.returncode != 0 and "TID251" in done.stdout, done.stdout
 
 
-def test_an_executor_loads_no_driver_module():
-    """What a Python worker loads to run a task: the reader's module (unpickling) and the task code."""
-    code = (
-        "import json, sys\n"
-        "import pyspark_kinesis.source.readers, pyspark_kinesis.sink.writers\n"
-        "from pyspark_kinesis.source.executor.modes import source_for\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pyspark_kinesis'))))\n"
+def loaded_by(*imports: str) -> set[str]:
+    """The connector's modules a fresh interpreter holds after these import statements."""
+    code = "\n".join(
+        [
+            "import json, sys",
+            *imports,
+            "print(json.dumps([m for m in sys.modules if m.startswith('pyspark_kinesis')]))",
+        ]
     )
-    loaded = set(
-        json.loads(
-            subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-        )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return set(json.loads(done.stdout))
+
+
+def test_an_executor_loads_no_driver_module():
+    """What a Python worker loads to run a task: the reader's module (unpickling), then the task code
+    (`read()` imports it)."""
+    loaded = loaded_by(
+        "import pyspark_kinesis.source.readers, pyspark_kinesis.sink.writers",
+        "from pyspark_kinesis.source.executor.task import read_task",
+        "from pyspark_kinesis.source.executor.modes import source_for",
     )
     assert "pyspark_kinesis.source.executor.task" in loaded
     driver = sorted(
@@ -110,6 +118,16 @@ def test_an_executor_loads_no_driver_module():
     )
     assert not driver, f"an executor would load {driver}"
     assert "pyspark_kinesis.source.agent.link" not in loaded  # polling never loads fan-out's socket code
+
+
+def test_the_planners_process_loads_no_reading_code():
+    """Spark starts a fresh Python process for every streaming query's planner: what it imports is a
+    fixed cost of every query (and of every availableNow run), so the reader's module leaves the
+    executor's reading code to `read()`."""
+    loaded = loaded_by("import pyspark_kinesis.source.readers, pyspark_kinesis.source.driver.planner")
+    assert "pyspark_kinesis.source.driver.planner" in loaded
+    reading = sorted(m for m in loaded if m.startswith("pyspark_kinesis.source.executor"))
+    assert not reading, f"the planner's process would load {reading}"
 
 
 def test_no_module_is_over_400_lines():

@@ -19,9 +19,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from .. import spark_features
-from .executor.task import BackfillPlan, read_backfill, read_task
 from .options import SourceConfig
-from .state.offsets import SourceOffset, TaskPlan
+from .state.offsets import BackfillPlan, SourceOffset, TaskPlan
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +178,8 @@ class KinesisStreamReader(DataSourceStreamReader):
     # -- executor side ----------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, TaskPlan)
+        from .executor.task import read_task  # (the executor's reading code: not in the planner's process)
+
         yield from read_task(self.config, partition.plan)
 
 
@@ -231,4 +232,6 @@ class KinesisBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, BackfillPlan)
+        from .executor.task import read_backfill
+
         yield from read_backfill(self.config, partition.plan)
