@@ -222,9 +222,11 @@ def check_example(
     return output
 
 
+@pytest.mark.slow  # (CI runs it in its PySpark 4.1 job, where Declarative Pipelines came: the budget)
 def test_the_pipelines_example_runs_and_its_tables_and_sink_hold_exactly_what_was_put(
     spark, kinesalite, glue_registry, tmp_path
 ):
+    """The example run once, as a user runs it."""
     check_example(spark, kinesalite, glue_registry, tmp_path, runs=1, spark_submit=[])
 
 
