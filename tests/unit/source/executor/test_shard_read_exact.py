@@ -7,6 +7,7 @@ the source open, the far-behind bound on keeping, and the stuck-read bound. Page
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
@@ -36,8 +37,18 @@ class Pauses:
         monkeypatch.setattr(
             shard_read.random, "uniform", lambda low, high: self.bounds.append((low, high)) or high
         )
-        # (time.sleep is the time module's: the scripted source's own zero-length sleeps are left out)
-        monkeypatch.setattr(shard_read.time, "sleep", lambda s: s and self.slept.append(s))
+        # (time.sleep is the time module's: the scripted source's own zero-length sleeps are left out,
+        # and so are other threads' sleeps, which wait as before: a thread an earlier test left
+        # polling would otherwise spin through the fake and fill the record)
+        me, real = threading.get_ident(), time.sleep
+
+        def sleep(seconds: float) -> None:
+            if threading.get_ident() != me:
+                real(seconds)
+            elif seconds:
+                self.slept.append(seconds)
+
+        monkeypatch.setattr(shard_read.time, "sleep", sleep)
 
 
 def run(script, start=None, *, expect=None, fail=True, source=None, **ctx):
