@@ -74,7 +74,7 @@ def register_format(name: str, codec: ValueCodec) -> None:
 
 def codec_of(value: ValueFormat) -> ValueCodec:
     """The format `value.format` names."""
-    if not _CODECS:
+    if value.format not in _CODECS:  # (a format registered first must not hide raw and glue)
         _register_built_in()
     try:
         return _CODECS[value.format]

@@ -149,3 +149,12 @@ def test_kinesis_columns_names_only_kinesis_columns():
         )
     every = parse_options({"streamName": "s", "region": "us-east-1", "kinesisColumns": " "}, streaming=False)
     assert value_columns.spark_schema(every) == SPARK_SCHEMA
+
+
+def test_a_format_registered_before_any_use_leaves_raw_and_glue_there(monkeypatch):
+    monkeypatch.setattr(formats, "_CODECS", {})
+    monkeypatch.setattr(value_format, "FORMAT_NAMES", list(value_format.FORMAT_NAMES))
+    formats.register_format("text", TextCodec())
+    assert formats.codec_of(ValueFormat()).payload_column == "data"  # raw
+    assert formats.codec_of(ValueFormat(format="glue")).payload_column == "value"
+    assert isinstance(formats.codec_of(ValueFormat(format="text")), TextCodec)
