@@ -24,6 +24,14 @@ Three ways a process's time could still be lost, and what the meter does about e
   child gone once its parent has been read is dropped (its parent's reading has it).
 - A child reaped before it was read is in its parent's children times: read after it, so counted.
 
+- A process that leaves the tree before it ends (orphaned when its parent ends first, it is re-parented
+  to init or a subreaper outside the tree) takes its time with it: counted at the start, not at the
+  end, so the measurement comes out low, even negative. While measuring, the meter makes the driving
+  process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so that an orphan of the tree is
+  re-parented to it and stays countable, reaps such orphans itself at each reading (their final time
+  is kept by the meter), and reports every process it still saw leave (`Usage.left`), which flags the
+  measurement.
+
 Every measurement is cross-checked against the machine's busy time (`/proc/stat`) minus the CPU of the
 processes named as the servers': what neither explains (`Usage.unexplained`) is printed beside each
 figure, and a measurement where it exceeds `UNEXPLAINED_LIMIT` of the busy time is flagged.
@@ -31,6 +39,7 @@ figure, and a measurement where it exceeds `UNEXPLAINED_LIMIT` of the busy time 
 
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +49,20 @@ ROLES = (JVM, EXECUTOR_PYTHON, DRIVER_PYTHON)
 TICK = os.sysconf("SC_CLK_TCK")
 UNEXPLAINED_LIMIT = 0.05  # of the machine's busy time
 PROC = Path("/proc")
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+SEEN: set[int] = set()  # every pid any meter of this process found in its tree (an orphan of it is
+# adopted by the next meter too)
+
+
+def set_subreaper(on: bool) -> bool:
+    """Make this process the child subreaper of its descendants, or no longer (Linux 3.4+): while it
+    is one, an orphan among them is re-parented here instead of to init, so the meter still sees it.
+    False when the call fails."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -121,6 +144,9 @@ class Usage:
     started: int = 0
     ended: int = 0
     zombies: int = 0  # processes read as zombies (their time counted from /proc)
+    adopted: int = 0  # orphans of the tree re-parented to the meter's process and counted there
+    left: list[str] = field(default_factory=list)  # processes that left the tree with uncounted time
+    left_seconds: float = 0.0  # their time at the start reading (the measurement is low by about this)
     busy: float = 0.0
     servers: float = 0.0
 
@@ -135,7 +161,7 @@ class Usage:
         return self.busy - self.servers - self.total
 
     def flagged(self) -> bool:
-        return abs(self.unexplained) > UNEXPLAINED_LIMIT * max(self.busy, 1e-9)
+        return bool(self.left) or abs(self.unexplained) > UNEXPLAINED_LIMIT * max(self.busy, 1e-9)
 
 
 class ProcessMeter:
@@ -147,9 +173,13 @@ class ProcessMeter:
         self.me = os.getpid()
         self.root = root if root is not None else spark_jvm()
         self.servers = servers
+        self.subreaper = False  # (set while measuring)
         self.roles: dict[int, str] = {}  # pid -> role, kept from any reading that could see it
+        self.commands: dict[int, str] = {}  # pid -> its command line, shortened (for `Usage.left`)
+        self.reaped_here: dict[int, float] = {}  # adopted orphans this meter reaped: pid -> seconds
+        self._spent_here = dict.fromkeys(ROLES, 0.0)  # their time, by role (it grows only)
         self._base: dict[str, float] = {}
-        self._pids: set[int] = set()
+        self._base_read: dict[int, Stat] = {}
         self._base_busy = self._base_servers = 0.0
         self.usage = Usage()
 
@@ -166,6 +196,7 @@ class ProcessMeter:
             command = command_of(pid) if stats[pid].state != "Z" else None
             if command is not None:
                 self.roles[pid] = role_of(*command)
+                self.commands[pid] = " ".join(command[1])[:120]
         for pid in reversed(order):  # (parents first)
             if pid not in self.roles:
                 self.roles[pid] = self._reaped_role(stats[pid].ppid)
@@ -189,12 +220,17 @@ class ProcessMeter:
                 stack.extend((child, False) for child in children.get(pid, []))
         return order
 
-    def _tree_seconds(self, root: int) -> tuple[dict[str, float], set[int], int]:
+    def _tree_seconds(self, root: int, adopt: bool = False) -> tuple[dict[str, float], dict[int, Stat], int]:
+        """CPU seconds by role of the tree under `root` (with `adopt`: and of the orphans of that tree
+        re-parented to this process), the processes read, and how many were zombies."""
         stats = {s.pid: s for s in _all_stats()}
         seconds = dict.fromkeys(ROLES, 0.0)
-        read: dict[int, tuple[str, float]] = {}  # pid -> (role, own seconds counted)
+        read: dict[int, Stat] = {}
         zombies = 0
-        order = self._post_order(root, stats)
+        roots = [root]
+        if adopt:
+            roots += [p for p, s in stats.items() if s.ppid == self.me and p in SEEN and p != root]
+        order = [pid for top in roots for pid in self._post_order(top, stats)]
         self._learn_roles(order, stats)
         for pid in order:
             stat = read_stat(pid)  # again, now: its children have just been read
@@ -202,40 +238,92 @@ class ProcessMeter:
                 continue  # reaped since the listing: in its parent's children times, read after it
             role = self.roles[pid]
             seconds[role] += stat.own
-            read[pid] = (role, stat.own)
+            read[pid] = stat
             zombies += stat.state == "Z"
             seconds[self._reaped_role(pid)] += stat.reaped
             for child in (c for c, s in stats.items() if s.ppid == pid and c in read):
                 if read_stat(child) is None:  # reaped after it was read: the parent's reading has it
-                    child_role, own = read.pop(child)
-                    seconds[child_role] -= own
-        return seconds, set(read), zombies
+                    seconds[self.roles[child]] -= read.pop(child).own
+        return seconds, read, zombies
 
     def _servers_seconds(self) -> float:
         total = 0.0
         for server in self.servers:
-            seconds, _pids, _z = self._tree_seconds(server)
+            seconds, _read, _z = self._tree_seconds(server)
             total += sum(seconds.values())
         return total
 
-    def _reading(self) -> tuple[dict[str, float], set[int], int]:
-        seconds, pids, zombies = self._tree_seconds(self.root)
+    def _reap_adopted(self, read: dict[int, Stat]) -> None:
+        """Reap the adopted orphans read as zombies (their final times are in this reading); from now
+        on their time is in `_spent_here`, which later readings add."""
+        for pid, stat in read.items():
+            if stat.state == "Z" and stat.ppid == self.me and pid != self.root:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    continue
+                self.reaped_here[pid] = stat.own + stat.reaped
+                self._spent_here[self.roles[pid]] += stat.own
+                self._spent_here[self._reaped_role(pid)] += stat.reaped
+
+    def _reading(self) -> tuple[dict[str, float], dict[int, Stat], int]:
+        seconds, read, zombies = self._tree_seconds(self.root, adopt=True)
+        for role, spent in self._spent_here.items():
+            seconds[role] += spent  # (before this reading's reaping: a zombie read now is in `seconds`)
+        SEEN.update(read)
+        self._reap_adopted(read)
         if self.me != self.root:  # the Python process driving the query (its children: the root)
             stat = read_stat(self.me)
             if stat is not None:
                 seconds[DRIVER_PYTHON] += stat.own
-        return seconds, pids, zombies
+        return seconds, read, zombies
+
+    def _left(self, end: dict[int, Stat]) -> list[tuple[int, float]]:
+        """Processes of the start reading missing from the end one whose time no counted ancestor
+        reaped: (pid, its seconds at the start). A gone process is owed by its nearest ancestor still
+        read at the end, whose children times must have grown by at least what it had spent."""
+        gone = [pid for pid in self._base_read if pid not in end and pid not in self.reaped_here]
+        left = [pid for pid in gone if read_stat(pid) is not None]  # alive outside the tree: orphaned
+        owing: dict[int, list[int]] = {}
+        for pid in (p for p in gone if p not in left):
+            ancestor = self._base_read[pid].ppid
+            for _step in range(64):  # bounded: a process tree is not that deep
+                if ancestor in end or ancestor not in self._base_read:
+                    break
+                ancestor = self._base_read[ancestor].ppid
+            owing.setdefault(ancestor, []).append(pid)
+        for ancestor, pids in owing.items():
+            start, now = self._base_read.get(ancestor), end.get(ancestor)
+            owed = sum(self._base_read[p].own for p in pids)
+            grew = now.reaped - start.reaped if start is not None and now is not None else 0.0
+            if grew + 0.02 * len(pids) < owed:  # (clock ticks of 10 ms)
+                left.extend(pids)
+        return [(pid, self._base_read[pid].own + self._base_read[pid].reaped) for pid in left]
 
     def __enter__(self) -> ProcessMeter:
+        self.subreaper = set_subreaper(True)
         self._base_busy, self._base_servers = machine_busy(), self._servers_seconds()
-        self._base, self._pids, _zombies = self._reading()
+        self._base, self._base_read, _zombies = self._reading()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        seconds, pids, zombies = self._reading()
-        usage = Usage(started=len(pids - self._pids), ended=len(self._pids - pids), zombies=zombies)
+        seconds, read, zombies = self._reading()
+        adopted = {p for p, s in read.items() if s.ppid == self.me and p != self.root}
+        usage = Usage(
+            started=len(read.keys() - self._base_read.keys()),
+            ended=len(self._base_read.keys() - read.keys()),
+            zombies=zombies,
+            adopted=len(adopted | self.reaped_here.keys()),
+        )
         for name in ROLES:
             usage.seconds[name] = seconds[name] - self._base[name]
+        for pid, spent in self._left(read):
+            usage.left.append(
+                f"{pid} {self.roles.get(pid, '?')} {spent:.2f} s: {self.commands.get(pid, '?')}"
+            )
+            usage.left_seconds += spent
         usage.servers = self._servers_seconds() - self._base_servers
         usage.busy = machine_busy() - self._base_busy
         self.usage = usage
+        if self.subreaper:
+            set_subreaper(False)  # (orphans after the measurement go to init again)

@@ -6,6 +6,7 @@ counted once; and the machine's busy time explains the measurement."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -104,3 +105,62 @@ def test_a_reaped_child_is_counted_once():
     total, zombies, _unexplained = _measure("reap")
     assert zombies == 0
     assert 0.35 <= total <= 0.75, total  # (twice would be 0.78 or more; clock ticks of 10 ms)
+
+
+ORPHANER = """
+import os, sys, time
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+def wait_for(path):
+    for _ in range(400):  # bounded: 20 s
+        if os.path.exists(path):
+            return
+        time.sleep(0.05)
+go = sys.argv[1]
+middle = os.fork()
+if middle == 0:
+    grandchild = os.fork()
+    if grandchild == 0:
+        burn(0.3)  # before the measurement
+        print(os.getpid(), flush=True)
+        wait_for(go)
+        time.sleep(0.3)  # (its parent ends first: it is an orphan from here on)
+        burn(0.3)
+        os._exit(0)
+    wait_for(go)
+    os._exit(0)  # ends before its child: orphans it
+os.waitpid(middle, 0)
+sys.stdin.readline()
+"""
+
+
+def test_a_process_orphaned_during_the_measurement_keeps_its_time(tmp_path):
+    """A process that was in the tree at the start, lost its parent and ended outside the tree made the
+    earlier meter read low, even negative (its start-time seconds subtracted, its end never seen): the
+    negative fixed cost of docs/performance.md's section 8. Its time is now counted (the meter adopts
+    it as a subreaper) and nothing is reported as left."""
+    go = tmp_path / "go"
+    root = subprocess.Popen(
+        [sys.executable, "-c", ORPHANER, str(go)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        grandchild = int(root.stdout.readline())  # it has burnt its first 0.3 s
+        with ProcessMeter(root.pid) as meter:
+            go.touch()
+            for _wait in range(200):  # bounded: 10 s
+                stat = read_stat(grandchild)
+                if stat is None or stat.state == "Z":
+                    break
+                time.sleep(0.05)
+            assert stat is not None and stat.ppid == os.getpid(), "the meter did not adopt the orphan"
+        usage = meter.usage
+        assert read_stat(grandchild) is None, "the meter left the orphan unreaped"
+        assert usage.adopted == 1, usage
+        assert usage.left == [], usage.left
+        assert 0.25 <= usage.total <= 0.6, usage.total  # its 0.3 s inside the window, once
+    finally:
+        root.stdin.write("done\n")
+        root.stdin.flush()
+        root.wait(timeout=30)
