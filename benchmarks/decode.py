@@ -88,7 +88,7 @@ def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
         botocore.session.get_session().get_service_model("kinesis").operation_model("GetRecords").output_shape
     )
     proxy = SimpleNamespace(
-        name="bench", spec=SimpleNamespace(key="arn:aws:kinesis:us-east-1:0:stream/bench")
+        name="bench", spec=SimpleNamespace(resolved_arn="arn:aws:kinesis:us-east-1:0:stream/bench")
     )
     rows = []
     for size in SIZES:
@@ -99,7 +99,7 @@ def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
         def path(body: bytes = body) -> None:
             read = BatchCut(
                 proxy.name,
-                proxy.spec.key,
+                proxy.spec.resolved_arn,
                 "shardId-0",
                 Position.trim_horizon(),
                 ShardLimits(100_000, 1 << 26),

@@ -107,7 +107,7 @@ def test_racing_attempts_of_one_task_emit_identical_rows(kinesalite, tmp_path, m
         streaming=True,
     )
     config_ = resolve_streams(config_)
-    arn = config_.streams[0].key
+    arn = config_.streams[0].resolved_arn
     shards = [s["ShardId"] for s in kin.list_shards(StreamName=stream)["Shards"]]
     plan = TaskPlan(
         "tok", 0, 0, tuple(ShardPlan(arn, s, Position.trim_horizon(), -1, -1) for s in shards), None
@@ -169,7 +169,11 @@ def test_an_attempt_that_loses_the_race_after_data_aged_out_does_not_emit_other_
         }
         config_ = resolve_streams(parse_options(options, streaming=True))
         plan = TaskPlan(
-            "tok", 0, 0, (ShardPlan(config_.streams[0].key, sid, Position.trim_horizon(), -1, -1),), None
+            "tok",
+            0,
+            0,
+            (ShardPlan(config_.streams[0].resolved_arn, sid, Position.trim_horizon(), -1, -1),),
+            None,
         )
         winner = [r for b in read_task(config_, plan) for r in b.to_pylist()]  # attempt A
         assert len(winner) == 50

@@ -103,7 +103,7 @@ def test_racing_task_attempts_emit_the_same_rows_with_the_record_on_s3(kinesalit
         "tok",
         0,
         0,
-        tuple(ShardPlan(config.streams[0].key, s, Position.trim_horizon(), -1, -1) for s in shards),
+        tuple(ShardPlan(config.streams[0].resolved_arn, s, Position.trim_horizon(), -1, -1) for s in shards),
         None,
     )
     first_read, second_recorded = threading.Event(), threading.Event()

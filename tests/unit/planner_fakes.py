@@ -91,24 +91,26 @@ class FakeProxy:
         self.kinesis, self.spec = kinesis, spec
 
     def identity(self) -> StreamIdentity:
-        return StreamIdentity(self.spec.key, self.kinesis.created.get(self.spec.key, CREATED))
+        return StreamIdentity(
+            self.spec.resolved_arn, self.kinesis.created.get(self.spec.resolved_arn, CREATED)
+        )
 
     def check_same_stream(self) -> None:
-        self.kinesis.checks[self.spec.key] += 1
-        if self.kinesis.created.get(self.spec.key, CREATED) != self.spec.created_ms:
-            raise StreamRecreatedError(f"{self.spec.key} was re-created (fake)")
+        self.kinesis.checks[self.spec.resolved_arn] += 1
+        if self.kinesis.created.get(self.spec.resolved_arn, CREATED) != self.spec.created_ms:
+            raise StreamRecreatedError(f"{self.spec.resolved_arn} was re-created (fake)")
 
     def list_shards(self, open_only: bool = False) -> list[ShardInfo]:
-        self.kinesis.list_calls[self.spec.key] += 1
+        self.kinesis.list_calls[self.spec.resolved_arn] += 1
         if self.kinesis.failures > 0:
             self.kinesis.failures -= 1
-            raise StreamAccessError(f"ListShards failed for {self.spec.key} (injected)")
+            raise StreamAccessError(f"ListShards failed for {self.spec.resolved_arn} (injected)")
         lagging = self.kinesis.lagging
-        listed = list(lagging.pop(0) if lagging else self.kinesis.shards[self.spec.key])
+        listed = list(lagging.pop(0) if lagging else self.kinesis.shards[self.spec.resolved_arn])
         return [s for s in listed if not s.closed] if open_only else listed
 
     def look_past_tip(self, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
-        self.kinesis.looks.append((self.spec.key, shard_id, position, iterator))
+        self.kinesis.looks.append((self.spec.resolved_arn, shard_id, position, iterator))
         n = len(self.kinesis.looks)
         return self.kinesis.tips.get(shard_id, TipAnswer(False, f"it-{shard_id}-{n}"))
 
@@ -137,7 +139,7 @@ def config_with_created(base: SourceConfig, created: int, **options: str) -> Sou
         {"streamName": ",".join(names), "region": "us-east-1", "metadataPath": "/unused", **options},
         streaming=True,
     )
-    return fresh.with_identities([StreamIdentity(s.key, created) for s in base.streams])
+    return fresh.with_identities([StreamIdentity(s.resolved_arn, created) for s in base.streams])
 
 
 @dataclass

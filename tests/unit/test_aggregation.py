@@ -107,19 +107,21 @@ def test_rows_are_packed_per_shard_and_each_aggregate_lands_where_its_rows_belon
     assert out.flushes == 1 and agg.user_records == 400
     back = []
     for entry in out.entries:
-        users = deaggregate(entry.data) or [(entry.key, entry.hash_key, entry.data)]
-        shard = router.shard_for(int(entry.hash_key) if entry.hash_key else hash_of(entry.key, None))
+        users = deaggregate(entry.data) or [(entry.partition_key, entry.hash_key, entry.data)]
+        shard = router.shard_for(
+            int(entry.hash_key) if entry.hash_key else hash_of(entry.partition_key, None)
+        )
         assert {router.shard_for(hash_of(k, h)) for k, h, _d in users} == {shard}  # one shard per aggregate
         assert entry.size <= 1000
         back += [(k, d) for k, _h, d in users]
-    assert sorted(back) == sorted((r.key, r.data) for r in rows)
+    assert sorted(back) == sorted((r.partition_key, r.data) for r in rows)
     assert len(out.entries) < 400 // 10  # packed, not one call entry per row
     # Per key, order is kept: rows of a key go to one shard, and each shard's aggregates are emitted in order.
     per_key: dict[str, list[bytes]] = {}
     for k, d in back:
         per_key.setdefault(k, []).append(d)
     for key, payloads in per_key.items():
-        assert payloads == [r.data for r in rows if r.key == key]
+        assert payloads == [r.data for r in rows if r.partition_key == key]
 
 
 def test_a_lone_row_goes_as_it_is_and_explicit_hash_keys_route():
@@ -158,11 +160,16 @@ def test_an_aggregate_entry_carries_its_first_rows_stream_key_hash_row_and_shard
     assert agg.aggregates == len(out.entries) and agg.user_records == 4
     by_rows = {entry.row: entry for entry in out.entries}
     first = by_rows[3]
-    assert (first.stream, first.key, first.hash_key, first.order) == ("orders", "k-a", explicit, "\0shard s1")
+    assert (first.stream, first.partition_key, first.hash_key, first.order) == (
+        "orders",
+        "k-a",
+        explicit,
+        "\0shard s1",
+    )
     assert deaggregate(first.data) == [("k-a", explicit, b"a"), ("k-b", str(2**126 + 9), b"b")]
     lone = by_rows[5]  # alone in its shard: sent as it is, still ordered by its shard
     shard = four_shards().shard_for(hash_of("k-c", None))
-    assert (lone.stream, lone.data, lone.key, lone.hash_key, lone.order) == (
+    assert (lone.stream, lone.data, lone.partition_key, lone.hash_key, lone.order) == (
         "orders",
         b"c",
         "k-c",
@@ -184,7 +191,7 @@ def test_an_aggregate_without_explicit_keys_lands_by_its_first_keys_md5():
         agg.add(Entry("s", key.encode(), key, None, row))
     agg.flush()
     [entry] = out.entries
-    assert entry.key == keys[0] and entry.hash_key == str(hash_of(keys[0], None)) and entry.row == 0
+    assert entry.partition_key == keys[0] and entry.hash_key == str(hash_of(keys[0], None)) and entry.row == 0
     assert hash_of(keys[0], None) == int.from_bytes(hashlib.md5(keys[0].encode()).digest(), "big")
 
 

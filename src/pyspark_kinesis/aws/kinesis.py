@@ -171,7 +171,7 @@ class KinesisProxy:
         started (the creation time tells); return quietly if it is the stream the query started with.
         With `within_s`, a check this process made that recently stands (a restart after a long
         downtime finds many shards aged out at once, in every task: one DescribeStreamSummary serves)."""
-        key = (self.spec.key, self.spec.created_ms)
+        key = (self.spec.resolved_arn, self.spec.created_ms)
         with _same_stream_lock:
             last = _same_stream_checked.get(key)
         if within_s > 0 and last is not None and time.monotonic() - last < within_s:

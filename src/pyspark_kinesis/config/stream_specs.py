@@ -75,8 +75,8 @@ class StreamSpec:
     consumer_arn: str | None = None
 
     @property
-    def key(self) -> str:
-        """The identity used in offsets and records."""
+    def resolved_arn(self) -> str:
+        """The ARN, resolved at query start: the stream's identity in offsets and records."""
         if self.arn is None:
             raise RuntimeError(f"stream {self.name} was not resolved to an ARN at query start")
         return self.arn

@@ -35,11 +35,11 @@ log = logging.getLogger(__name__)
 MISPLACED_ROUNDS = 5
 
 
-def hash_of(key: str, hash_key: str | None) -> int:
+def hash_of(partition_key: str, hash_key: str | None) -> int:
     """Where Kinesis puts a record: its explicit hash key, else the MD5 of its partition key."""
     if hash_key is not None:
         return int(hash_key)
-    return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest(), "big")
+    return int.from_bytes(hashlib.md5(partition_key.encode("utf-8")).digest(), "big")
 
 
 class ShardRouter:
@@ -85,8 +85,8 @@ class Aggregator:
         router = self._routers.get(entry.stream)
         if router is None:
             router = self._routers[entry.stream] = self.router_for(entry.stream, False)
-        slot = (entry.stream, router.shard_for(hash_of(entry.key, entry.hash_key)))
-        member = (entry.key, entry.hash_key, entry.data)
+        slot = (entry.stream, router.shard_for(hash_of(entry.partition_key, entry.hash_key)))
+        member = (entry.partition_key, entry.hash_key, entry.data)
         current = self._open.get(slot)
         if current is not None and not current[0].add(*member):
             self._emit(slot)
@@ -106,7 +106,7 @@ class Aggregator:
         if agg.count == 1:  # nothing to gain: the row goes as it is, readable by any consumer
             self.producer.add(replace(first, order=order))
             return
-        hash_key = str(hash_of(first.key, first.hash_key))
+        hash_key = str(hash_of(first.partition_key, first.hash_key))
         self.producer.add(
             Entry(
                 first.stream,
@@ -155,7 +155,7 @@ class Aggregator:
                 landed,
                 len(outside),
             )
-            for key, hash_key, data in outside:
-                self.add(Entry(entry.stream, data, key, hash_key, entry.row))
+            for partition_key, hash_key, data in outside:
+                self.add(Entry(entry.stream, data, partition_key, hash_key, entry.row))
                 self.user_records -= 1  # (counted once, when first added)
             self.resent += len(outside)

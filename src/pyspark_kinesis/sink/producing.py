@@ -39,7 +39,7 @@ MAX_PUT_CALLS = (
 class Entry:
     stream: str
     data: bytes
-    key: str
+    partition_key: str
     hash_key: str | None
     row: int  # position in the task's input, for error messages
     # What preserveOrder keeps in order: the partition key, or for aggregated records (many keys in
@@ -54,16 +54,16 @@ class Entry:
     def order_key(self) -> str:
         if self.order is not None:
             return self.order
-        return self.key or f"\0row {self.row}"  # (no key, AUTO distribution: no order to keep)
+        return self.partition_key or f"\0row {self.row}"  # (no key, AUTO distribution: no order to keep)
 
     @property
     def size(self) -> int:
-        return len(self.data) + len(self.key.encode())
+        return len(self.data) + len(self.partition_key.encode())
 
     def request(self) -> dict:
         item: dict = {"Data": self.data}
-        if self.key:  # (left out only on streams with AUTO record distribution)
-            item["PartitionKey"] = self.key
+        if self.partition_key:  # (left out only on streams with AUTO record distribution)
+            item["PartitionKey"] = self.partition_key
         if self.hash_key is not None:
             item["ExplicitHashKey"] = self.hash_key
         return item

@@ -105,7 +105,7 @@ def test_a_registered_format_writes_its_payload_column_through_its_encoder(text_
         writers.check_schema(StructType([StructField("data", StringType())]), config)
     rows = pa.record_batch({"text": ["a\u00e9", "b"], "partitionKey": ["k1", "k2"]})
     entries = [entry for _row, entry in writers._RowEntries(config, 0).of(iter([rows]))]
-    assert [(e.data, e.key) for e in entries] == [("a\u00e9".encode(), "k1"), (b"b", "k2")]
+    assert [(e.data, e.partition_key) for e in entries] == [("a\u00e9".encode(), "k1"), (b"b", "k2")]
 
 
 def test_raw_adds_nothing_and_an_unknown_format_is_an_option_error():

@@ -60,10 +60,10 @@ def _with_consumer(spec: StreamSpec) -> StreamSpec:
                 "registered consumer, or consumerName to have the query register one"
             )
         if found.status != consumers.ACTIVE:
-            found = consumers.ensure_consumer(client, spec.key, found.name)  # waits while CREATING
+            found = consumers.ensure_consumer(client, spec.resolved_arn, found.name)  # waits while CREATING
     else:
         assert spec.consumer_name is not None
-        found = consumers.ensure_consumer(client, spec.key, spec.consumer_name)
+        found = consumers.ensure_consumer(client, spec.resolved_arn, spec.consumer_name)
     log.info("Kinesis %s: enhanced fan-out through consumer %s (%s)", spec.describe(), found.name, found.arn)
     return spec.with_consumer(found.arn)
 
@@ -119,7 +119,9 @@ def backfill_slices(config: SourceConfig) -> list[BackfillPlan]:
             end = ends.get(sid, default_end)
             cutoff_ms = int(end.ts_ms or 0) if end.kind == TIMESTAMP else now
             end_at = end if end.anchor is not None else None
-            slices.append(BackfillPlan(spec.key, sid, start, closed[sid], cutoff_ms, end_at, ranges[sid]))
+            slices.append(
+                BackfillPlan(spec.resolved_arn, sid, start, closed[sid], cutoff_ms, end_at, ranges[sid])
+            )
     return slices
 
 

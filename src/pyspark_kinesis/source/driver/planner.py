@@ -54,7 +54,9 @@ class Planner:
         self.clock = clock
         self.sleep: Callable[[float], None] = time.sleep  # between listings retried (tests replace it)
         self.discovery = ShardDiscovery(config, proxy_factory, clock)
-        self._configured = [spec.key for spec in config.streams]  # the streams the options name, in order
+        self._configured = [
+            spec.resolved_arn for spec in config.streams
+        ]  # the streams the options name, in order
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow, and by drainInOneBatch
         self.drain = False  # drainInOneBatch: batches planned read every shard to the cutoff (one batch)
         # Where each shard's last read kept its continuation (`ShardEnd.holder`): handed to the next
@@ -84,7 +86,10 @@ class Planner:
         claimed only once a batch is planned from it (`_begin`): Spark asks for it too when it runs a
         logged first batch again after a restart, a batch of the logged token's query."""
         if self._initial is None:
-            streams = {spec.key: self.discovery.initial_states(spec.key) for spec in self.config.streams}
+            streams = {
+                spec.resolved_arn: self.discovery.initial_states(spec.resolved_arn)
+                for spec in self.config.streams
+            }
             self._initial = SourceOffset(
                 token=uuid.uuid4().hex, batch=-1, streams=streams, created=self._created(streams, {})
             )
@@ -101,7 +106,7 @@ class Planner:
             named = f" ({len(spec.shard_starts)} shards named)" if spec.shard_starts else ""
             log.info(
                 "Kinesis source starts query %s: %s (%s), %d shards from %s%s", token, spec.describe(),
-                spec.key, len(start.streams.get(spec.key, {})), spec.starting_position.describe(), named,
+                spec.resolved_arn, len(start.streams.get(spec.resolved_arn, {})), spec.starting_position.describe(), named,
             )  # fmt: skip
 
     # -- checks that the checkpoint and the records belong together ------------------------------

@@ -78,11 +78,13 @@ class ShardRead:
         shard at the tip at `start` (0: not known)."""
         proxy = context.proxy
         self.start, self.until = start, None if expect is None else expect.reached
-        self.cut = BatchCut(proxy.name, proxy.spec.key, context.shard, start, context.limits, self.until)
+        self.cut = BatchCut(
+            proxy.name, proxy.spec.resolved_arn, context.shard, start, context.limits, self.until
+        )
         self.source = source_for(source, context) if isinstance(source, str) else source
         self.context, self.proxy, self.shard = context, proxy, context.shard
         self.expect, self.batch = expect, context.batch
-        where = f"Kinesis stream '{proxy.name}' ({proxy.spec.key}), shard {context.shard}"
+        where = f"Kinesis stream '{proxy.name}' ({proxy.spec.resolved_arn}), shard {context.shard}"
         self.policy = LossPolicy(where, context.batch, fail_on_data_loss, proxy.spec.retention_ms, tip_ms)
         self.anchor: str | None = None  # the sequence number the next records must start with
         if expect is not None and expect.first is not None and expect.records > 0:

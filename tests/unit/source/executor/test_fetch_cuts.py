@@ -15,7 +15,9 @@ from pyspark_kinesis.errors import CorruptRecordError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor.cutting import BatchCut, ShardLimits
 
-PROXY = SimpleNamespace(name="orders", spec=SimpleNamespace(key="arn:aws:kinesis:us-east-1:1:stream/orders"))
+PROXY = SimpleNamespace(
+    name="orders", spec=SimpleNamespace(resolved_arn="arn:aws:kinesis:us-east-1:1:stream/orders")
+)
 
 
 def records(rng: random.Random, count: int) -> Records:
@@ -28,7 +30,7 @@ def records(rng: random.Random, count: int) -> Records:
 
 
 def cut(path: str, batch: list[Records], limits: ShardLimits) -> tuple:
-    read = BatchCut(PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), limits, None)
+    read = BatchCut(PROXY.name, PROXY.spec.resolved_arn, "shardId-0", Position.trim_horizon(), limits, None)
     for response in batch:
         if path == "plain":
             read.take(response, Position.trim_horizon())  # no aggregates here: the bulk path
@@ -69,7 +71,7 @@ def test_payloads_keep_row_order_when_bulk_and_aggregated_responses_mix():
         )
 
     read = BatchCut(
-        PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), ShardLimits(1000, -1), None
+        PROXY.name, PROXY.spec.resolved_arn, "shardId-0", Position.trim_horizon(), ShardLimits(1000, -1), None
     )
     for batch in (
         response(100, [b"a", b"b"]),
@@ -115,14 +117,21 @@ def test_corrupt_aggregates_pass_through_as_one_record_with_a_warning_or_fail_th
     for what, data in corrupt_aggregates().items():
         response = Records.from_lists(seqs=["1001"], keys=["k"], data=[data], arrivals=[1_700_000_000.0])
         read = BatchCut(
-            PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), ShardLimits(-1, -1), None
+            PROXY.name,
+            PROXY.spec.resolved_arn,
+            "shardId-0",
+            Position.trim_horizon(),
+            ShardLimits(-1, -1),
+            None,
         )
         caplog.clear()
         read.take(response, Position.trim_horizon())
         assert read.cols.payloads().to_pylist() == [data], what  # never dropped
         assert "corrupt KPL aggregate" in caplog.text and "1001" in caplog.text, what
         strict = ShardLimits(-1, -1, fail_on_corrupt_aggregate=True)
-        read = BatchCut(PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), strict, None)
+        read = BatchCut(
+            PROXY.name, PROXY.spec.resolved_arn, "shardId-0", Position.trim_horizon(), strict, None
+        )
         with pytest.raises(CorruptRecordError, match="onCorruptAggregate=passThrough"):
             read.take(response, Position.trim_horizon())
 
@@ -133,7 +142,7 @@ def test_a_valid_aggregate_is_not_reported():
     _pk, _ehk, blob = aggregator.clear_and_get().get_contents()
     response = Records.from_lists(seqs=["5"], keys=["k"], data=[blob], arrivals=[1_700_000_000.0])
     strict = ShardLimits(-1, -1, fail_on_corrupt_aggregate=True)
-    read = BatchCut(PROXY.name, PROXY.spec.key, "shardId-0", Position.trim_horizon(), strict, None)
+    read = BatchCut(PROXY.name, PROXY.spec.resolved_arn, "shardId-0", Position.trim_horizon(), strict, None)
     read.take(response, Position.trim_horizon())
     assert read.cols.payloads().to_pylist() == [b"fine"]
 

@@ -70,12 +70,12 @@ def test_polling_spaces_every_get_shard_iterator_call(monkeypatch):
     source = polling.PollingPages(context(FakeProxy()))
     source.open(Position.after("5"), verify=False, reuse=False)
     source.open_oldest()
-    assert paced.keys == [(SPEC.key, SHARD), (SPEC.key, SHARD)]
+    assert paced.keys == [(SPEC.resolved_arn, SHARD), (SPEC.resolved_arn, SHARD)]
 
 
 def test_a_kept_iterator_needs_no_turn(monkeypatch):
     paced = Recorder(monkeypatch)
-    ITERATORS.put(SPEC.key, SHARD, Position.after("5"), "kept", time.monotonic())
+    ITERATORS.put(SPEC.resolved_arn, SHARD, Position.after("5"), "kept", time.monotonic())
     source = polling.PollingPages(context(FakeProxy()))
     assert source.open(Position.after("5"), verify=False, reuse=True) is False
     assert paced.keys == []
@@ -86,4 +86,4 @@ def test_fan_out_spaces_its_get_shard_iterator_calls(monkeypatch):
     source = fanout.FanOutPages(context(FakeProxy()))
     monkeypatch.setattr(source, "open", lambda *a, **k: True)
     assert source.open_oldest() is True
-    assert paced.keys == [(SPEC.key, SHARD)]
+    assert paced.keys == [(SPEC.resolved_arn, SHARD)]

@@ -132,16 +132,16 @@ def test_a_fresh_open_asks_for_an_iterator_at_the_position_verified_or_not():
 
 def test_a_reused_open_takes_the_iterator_kept_at_exactly_that_position():
     proxy = IteratorProxy()
-    ITERATORS.put(SPEC.key, SHARD, Position.after("5"), "kept-it", time.monotonic())
+    ITERATORS.put(SPEC.resolved_arn, SHARD, Position.after("5"), "kept-it", time.monotonic())
     source = pages(proxy)
     assert source.open(Position.after("5"), verify=True, reuse=True) is False  # not fresh: no anchor check
     assert source.iterator == "kept-it" and proxy.calls == []
-    assert ITERATORS.take(SPEC.key, SHARD, Position.after("5")) is None  # taken, not shared
+    assert ITERATORS.take(SPEC.resolved_arn, SHARD, Position.after("5")) is None  # taken, not shared
 
 
 def test_a_reused_open_without_a_kept_iterator_asks_for_one():
     proxy = IteratorProxy()
-    ITERATORS.put(SPEC.key, SHARD, Position.after("4"), "elsewhere", time.monotonic())
+    ITERATORS.put(SPEC.resolved_arn, SHARD, Position.after("4"), "elsewhere", time.monotonic())
     source = pages(proxy)
     assert source.open(Position.after("5"), verify=False, reuse=True) is True
     assert source.iterator == f"it-{Position.after('5').describe()}"
@@ -149,11 +149,11 @@ def test_a_reused_open_without_a_kept_iterator_asks_for_one():
 
 
 def test_a_kept_iterator_is_not_taken_by_a_fresh_open():
-    ITERATORS.put(SPEC.key, SHARD, Position.after("5"), "kept-it", time.monotonic())
+    ITERATORS.put(SPEC.resolved_arn, SHARD, Position.after("5"), "kept-it", time.monotonic())
     source = pages(IteratorProxy(iterators=["new-it"]))
     source.open(Position.after("5"), verify=False, reuse=False)
     assert source.iterator == "new-it"
-    assert ITERATORS.take(SPEC.key, SHARD, Position.after("5")) == "kept-it"
+    assert ITERATORS.take(SPEC.resolved_arn, SHARD, Position.after("5")) == "kept-it"
 
 
 def test_a_failed_open_raises_its_fault():
@@ -209,8 +209,8 @@ def test_a_response_is_a_page_with_what_it_says_of_the_shard(monkeypatch):
     assert [s.as_py() for s in page.records.seqs] == ["1", "2"]
     assert (page.behind_ms, page.full, page.ended, page.children) == (1500, False, False, ())
     assert source.iterator == "next" and proxy.calls[-1] == ("GetRecords", TRIM_IT)
-    assert pacing.before == [(SPEC.key, SHARD)]
-    assert pacing.after == [((SPEC.key, SHARD), 42.0, records([1, 2]).payload_bytes, 2_000_000)]
+    assert pacing.before == [(SPEC.resolved_arn, SHARD)]
+    assert pacing.after == [((SPEC.resolved_arn, SHARD), 42.0, records([1, 2]).payload_bytes, 2_000_000)]
 
 
 def test_a_page_is_full_when_it_holds_the_limit(monkeypatch):
@@ -278,7 +278,7 @@ def test_keep_puts_the_iterator_for_the_shards_next_read_in_this_worker(monkeypa
     source.next_page(10)
     obtained = source.obtained
     assert source.keep(Position.after("2")) == ""
-    assert ITERATORS._entries[(SPEC.key, SHARD, Position.after("2"))] == ("next", obtained)
+    assert ITERATORS._entries[(SPEC.resolved_arn, SHARD, Position.after("2"))] == ("next", obtained)
 
 
 def test_keep_without_an_iterator_keeps_nothing(monkeypatch):

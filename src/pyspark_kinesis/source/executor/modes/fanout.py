@@ -134,7 +134,7 @@ class FanOutPages:
         other things); then a subscription at TRIM_HORIZON."""
         if self.polling is not None:
             return self.polling.open_oldest()
-        ITERATOR_PACER.before_call((self.context.proxy.spec.key, self.context.shard))
+        ITERATOR_PACER.before_call((self.context.proxy.spec.resolved_arn, self.context.shard))
         try:
             self.context.proxy.shard_iterator(self.context.shard, Position.trim_horizon())
         except CALL_ERRORS as exc:
@@ -224,7 +224,7 @@ class FanOutPages:
         if position is None or position.kind == INSIDE:
             return Page(page.records, -1, settled=page.settled)  # inside an aggregate: not at an end
         proxy = self.context.proxy
-        ITERATOR_PACER.before_call((proxy.spec.key, self.context.shard))
+        ITERATOR_PACER.before_call((proxy.spec.resolved_arn, self.context.shard))
         try:
             response = proxy.get_records(proxy.shard_iterator(self.context.shard, position), 1)
         except CALL_ERRORS:

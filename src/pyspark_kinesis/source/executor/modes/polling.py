@@ -48,17 +48,17 @@ class PollingPages:
 
     def __init__(self, context: ReadContext) -> None:
         self.context, self.proxy, self.shard = context, context.proxy, context.shard
-        self.key = (context.proxy.spec.key, context.shard)
+        self.shard_ref = (context.proxy.spec.resolved_arn, context.shard)
         self.iterator: str | None = None
         self.obtained = time.monotonic()
 
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
         if reuse:
-            kept = ITERATORS.take(self.key[0], self.shard, position)
+            kept = ITERATORS.take(self.shard_ref[0], self.shard, position)
             if kept is not None:
                 self.iterator, self.obtained = kept, time.monotonic()
                 return False
-        ITERATOR_PACER.before_call(self.key)
+        ITERATOR_PACER.before_call(self.shard_ref)
         try:
             self.iterator = self.proxy.shard_iterator(self.shard, position, verify=verify)
         except CALL_ERRORS as exc:
@@ -67,7 +67,7 @@ class PollingPages:
         return True
 
     def open_oldest(self) -> bool:
-        ITERATOR_PACER.before_call(self.key)
+        ITERATOR_PACER.before_call(self.shard_ref)
         try:
             self.iterator = self.proxy.shard_iterator(self.shard, Position.trim_horizon())
         except CALL_ERRORS as exc:
@@ -79,7 +79,7 @@ class PollingPages:
 
     def next_page(self, limit: int) -> Page:
         assert self.iterator is not None, "next_page before open"
-        started = PACER.before_call(self.key)
+        started = PACER.before_call(self.shard_ref)
         try:
             response = self.proxy.get_records(self.iterator, limit)
         except CALL_ERRORS as exc:
@@ -88,7 +88,9 @@ class PollingPages:
                 self.iterator = None
             raise fault from None
         records = response["Records"]
-        PACER.after_response(self.key, started, records.payload_bytes, self.context.limits.bytes_per_second)
+        PACER.after_response(
+            self.shard_ref, started, records.payload_bytes, self.context.limits.bytes_per_second
+        )
         self.iterator, self.obtained = response.get("NextShardIterator"), time.monotonic()
         ended = self.iterator is None
         return Page(
@@ -101,7 +103,7 @@ class PollingPages:
 
     def keep(self, position: Position) -> str:
         if self.iterator is not None:
-            ITERATORS.put(self.key[0], self.shard, position, self.iterator, self.obtained)
+            ITERATORS.put(self.shard_ref[0], self.shard, position, self.iterator, self.obtained)
         return ""  # an iterator is kept in this worker only (another executor asks for its own)
 
     def close(self) -> None:
