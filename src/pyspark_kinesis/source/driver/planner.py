@@ -5,10 +5,11 @@ batch-end log, turns those ends into the start positions of batch k+1, applies t
 Spark's read limit, and decides which task reads which shard. Everything it decides goes into the
 offset, so a restarted driver replans a logged batch identically from the checkpoint alone.
 
-`next_offset` is one pipeline: the recorded ends (`ledger`) -> new positions (`advance`) -> the
+`next_offset` is one pipeline: the recorded ends (`ledger`) -> new positions (`steps.advanced`) -> the
 options' streams -> listing and lineage (`discovery`, `lineage`) -> admission (`tip_probe`) -> budgets
-and assignment (`batch_shape`) -> the offset, marked planned in the ledger. What touches metadataPath
-is the ledger's; the steps between are functions of values or caches of the listing.
+and assignment (`batch_shape`, `steps.assigned`) -> the offset, marked planned in the ledger. What
+touches metadataPath is the ledger's; `steps` and `lineage` are functions of values, `discovery` and
+`tip_probe` caches of the listing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 
 from ...aws.kinesis import KinesisProxy
 from ...config.stream_specs import StreamSpec
@@ -25,8 +25,8 @@ from ...errors import CheckpointMismatchError, StreamAccessError
 from ...model import Position, ShardRef
 from ..options import SourceConfig
 from ..state.batch_log import BatchEndLog
-from ..state.offsets import NO_TASK, ShardEnd, ShardState, SourceOffset
-from . import lineage
+from ..state.offsets import ShardEnd, ShardState, SourceOffset
+from . import lineage, steps
 from .batch_shape import BatchShape
 from .discovery import ShardDiscovery, now_ms, recreated_streams
 from .lag import LagTracker, report_losses
@@ -170,27 +170,10 @@ class Planner:
     def advance(
         self, offset: SourceOffset, ends: dict[ShardRef, ShardEnd]
     ) -> dict[str, dict[str, ShardState]]:
-        """Shard states after batch `offset.batch`: new positions, idle flags, poll times."""
-        streams: dict[str, dict[str, ShardState]] = {}
-        for key, shards in offset.streams.items():
-            states = streams[key] = {}
-            for sid, state in shards.items():
-                end = ends.get(ShardRef(key, sid))
-                base = replace(state, task=NO_TASK, max_records=-1, max_bytes=-1)
-                if end is None:
-                    states[sid] = base
-                else:
-                    self.holders[ShardRef(key, sid)] = end.holder
-                    idle = end.records == 0 and end.at_tip
-                    # When the shard was last seen at the tip at its new position: now, or as before if
-                    # the read did not move (see `ShardState.tip_ms`).
-                    tip = (
-                        end.read_at_ms if end.at_tip else state.tip_ms if end.reached == state.position else 0
-                    )
-                    states[sid] = replace(
-                        base, position=end.reached, idle=idle, polled_ms=max(end.read_at_ms, 1), tip_ms=tip
-                    )
-        return streams
+        """Shard states after batch `offset.batch` (`steps.advanced`); remembers where each read kept
+        its continuation (`steps.holders_of`)."""
+        self.holders.update(steps.holders_of(ends))
+        return steps.advanced(offset, ends)
 
     def _follow_options(self, streams: dict[str, dict[str, ShardState]]) -> dict[str, dict[str, ShardState]]:
         """Streams added to the options since the checkpoint start at their starting position; streams
@@ -267,15 +250,7 @@ class Planner:
             # empty batch after the one that drained the stream.
             return start
         log.debug("Batch %d: %d shards to read", start.batch + 1, len(slots))
-        for (key, sid), slot in slots.items():
-            info = self.discovery.info(key, sid)
-            streams[key][sid] = replace(
-                streams[key][sid],
-                task=slot.task,
-                max_records=slot.max_records,
-                max_bytes=slot.max_bytes,
-                closed=streams[key][sid].closed or (info is not None and info.closed),
-            )
+        streams = steps.assigned(streams, slots, self._listed_closed)
         offset = SourceOffset(
             token=start.token,
             batch=start.batch + 1,
@@ -337,6 +312,10 @@ class Planner:
             ", ".join(sorted({c for ref in closures for c in ends[ref].children})) or "(none reported)",
         )
         return self._list_after(closures, ends, states)
+
+    def _listed_closed(self, ref: ShardRef) -> bool:
+        info = self.discovery.info(*ref)
+        return info is not None and info.closed
 
     def _created(self, streams: dict[str, dict[str, ShardState]], known: dict[str, int]) -> dict[str, int]:
         """Each stream's creation time as the offset keeps it: what it said, else what the query start learned."""
