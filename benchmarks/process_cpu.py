@@ -24,13 +24,19 @@ Three ways a process's time could still be lost, and what the meter does about e
   child gone once its parent has been read is dropped (its parent's reading has it).
 - A child reaped before it was read is in its parent's children times: read after it, so counted.
 
+- A process whose parent ignores SIGCHLD is reaped by the kernel without its time going to its
+  parent's children times: PySpark's daemon does so (`signal(SIGCHLD, SIG_IGN)`), so an executor worker
+  (or a Data Source API worker) that ends takes its whole time with it; read at the start and gone at
+  the end, it even makes a measurement negative. A sampler thread reads the tree every
+  `SAMPLE_EVERY` seconds; a process gone at the end whose time no ancestor reaped is credited with its
+  last sampled time (at most a sampling interval of its CPU is lost, a worker idle before it ends loses
+  none). `Usage.credited` counts them.
 - A process that leaves the tree before it ends (orphaned when its parent ends first, it is re-parented
-  to init or a subreaper outside the tree) takes its time with it: counted at the start, not at the
-  end, so the measurement comes out low, even negative. While measuring, the meter makes the driving
-  process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so that an orphan of the tree is
-  re-parented to it and stays countable, reaps such orphans itself at each reading (their final time
-  is kept by the meter), and reports every process it still saw leave (`Usage.left`), which flags the
-  measurement.
+  to init or a subreaper outside the tree) takes its time with it too. While measuring, the meter makes
+  the driving process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so that an orphan of the
+  tree is re-parented to it and stays countable, reaps such orphans itself at each reading (their final
+  time is kept by the meter), and reports a process still alive outside the tree (`Usage.left`), which
+  flags the measurement.
 
 Every measurement is cross-checked against the machine's busy time (`/proc/stat`) minus the CPU of the
 processes named as the servers': what neither explains (`Usage.unexplained`) is printed beside each
@@ -41,6 +47,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +58,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 UNEXPLAINED_LIMIT = 0.05  # of the machine's busy time
 PROC = Path("/proc")
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+SAMPLE_EVERY = 0.05  # seconds between the sampler's readings of the tree (its own CPU is not counted)
 SEEN: set[int] = set()  # every pid any meter of this process found in its tree (an orphan of it is
 # adopted by the next meter too)
 
@@ -145,7 +154,9 @@ class Usage:
     ended: int = 0
     zombies: int = 0  # processes read as zombies (their time counted from /proc)
     adopted: int = 0  # orphans of the tree re-parented to the meter's process and counted there
-    left: list[str] = field(default_factory=list)  # processes that left the tree with uncounted time
+    credited: int = 0  # processes gone unreaped-by-an-ancestor, counted from their last sample
+    credited_seconds: float = 0.0  # what they were credited with (inside the measurement)
+    left: list[str] = field(default_factory=list)  # processes alive outside the tree at the end
     left_seconds: float = 0.0  # their time at the start reading (the measurement is low by about this)
     busy: float = 0.0
     servers: float = 0.0
@@ -181,6 +192,11 @@ class ProcessMeter:
         self._base: dict[str, float] = {}
         self._base_read: dict[int, Stat] = {}
         self._base_busy = self._base_servers = 0.0
+        self._last: dict[int, Stat] = {}  # pid -> its last reading by the sampler (or a reading)
+        self._stop = threading.Event()
+        self._sampler: threading.Thread | None = None
+        self._lock = threading.Lock()  # the sampler and the readings both learn roles
+        self._sampler_cpu = 0.0
         self.usage = Usage()
 
     def _reaped_role(self, pid: int) -> str:
@@ -231,7 +247,8 @@ class ProcessMeter:
         if adopt:
             roots += [p for p, s in stats.items() if s.ppid == self.me and p in SEEN and p != root]
         order = [pid for top in roots for pid in self._post_order(top, stats)]
-        self._learn_roles(order, stats)
+        with self._lock:
+            self._learn_roles(order, stats)
         for pid in order:
             stat = read_stat(pid)  # again, now: its children have just been read
             if stat is None:
@@ -278,35 +295,58 @@ class ProcessMeter:
                 seconds[DRIVER_PYTHON] += stat.own
         return seconds, read, zombies
 
-    def _left(self, end: dict[int, Stat]) -> list[tuple[int, float]]:
-        """Processes of the start reading missing from the end one whose time no counted ancestor
-        reaped: (pid, its seconds at the start). A gone process is owed by its nearest ancestor still
-        read at the end, whose children times must have grown by at least what it had spent."""
-        gone = [pid for pid in self._base_read if pid not in end and pid not in self.reaped_here]
-        left = [pid for pid in gone if read_stat(pid) is not None]  # alive outside the tree: orphaned
+    def _sample(self) -> None:
+        """Read the tree every SAMPLE_EVERY seconds until stopped: each process's last times."""
+        began = time.thread_time()
+        for _tick in range(10_000_000):  # bounded: stopped by __exit__ long before
+            if self._stop.wait(SAMPLE_EVERY):
+                break
+            stats = {s.pid: s for s in _all_stats()}
+            order = self._post_order(self.root, stats)
+            with self._lock:
+                self._learn_roles(order, stats)
+                for pid in order:
+                    self._last[pid] = stats[pid]
+        self._sampler_cpu = time.thread_time() - began  # (in this process's own time: taken out)
+
+    def _gone(self, end: dict[int, Stat]) -> tuple[list[int], dict[int, float]]:
+        """Processes seen during the measurement but missing from the end reading: those alive outside
+        the tree (orphans not adopted), and, by pid, the seconds to credit to those that ended without
+        an ancestor reaping their time. A gone process is owed by its nearest ancestor still read at the
+        end, whose children times must have grown by what it spent (they do not when that ancestor
+        ignores SIGCHLD)."""
+        gone = [pid for pid in self._last if pid not in end and pid not in self.reaped_here]
+        alive = [pid for pid in gone if read_stat(pid) is not None]
         owing: dict[int, list[int]] = {}
-        for pid in (p for p in gone if p not in left):
-            ancestor = self._base_read[pid].ppid
+        for pid in (p for p in gone if p not in alive):
+            ancestor = self._last[pid].ppid
             for _step in range(64):  # bounded: a process tree is not that deep
-                if ancestor in end or ancestor not in self._base_read:
+                if ancestor in end or ancestor not in self._last:
                     break
-                ancestor = self._base_read[ancestor].ppid
+                ancestor = self._last[ancestor].ppid
             owing.setdefault(ancestor, []).append(pid)
+        credit: dict[int, float] = {}
         for ancestor, pids in owing.items():
             start, now = self._base_read.get(ancestor), end.get(ancestor)
-            owed = sum(self._base_read[p].own for p in pids)
+            owed = sum(self._last[p].own + self._last[p].reaped for p in pids)
             grew = now.reaped - start.reaped if start is not None and now is not None else 0.0
             if grew + 0.02 * len(pids) < owed:  # (clock ticks of 10 ms)
-                left.extend(pids)
-        return [(pid, self._base_read[pid].own + self._base_read[pid].reaped) for pid in left]
+                credit.update({p: self._last[p].own + self._last[p].reaped for p in pids})
+        return alive, credit
 
     def __enter__(self) -> ProcessMeter:
         self.subreaper = set_subreaper(True)
         self._base_busy, self._base_servers = machine_busy(), self._servers_seconds()
         self._base, self._base_read, _zombies = self._reading()
+        self._last = dict(self._base_read)
+        self._sampler = threading.Thread(target=self._sample, name="process-meter", daemon=True)
+        self._sampler.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._sampler is not None:
+            self._sampler.join(timeout=10)
         seconds, read, zombies = self._reading()
         adopted = {p for p, s in read.items() if s.ppid == self.me and p != self.root}
         usage = Usage(
@@ -315,9 +355,16 @@ class ProcessMeter:
             zombies=zombies,
             adopted=len(adopted | self.reaped_here.keys()),
         )
+        seconds[DRIVER_PYTHON] -= self._sampler_cpu if self.me != self.root else 0.0
+        alive, credit = self._gone(read)
+        for pid, spent in credit.items():
+            seconds[self.roles.get(pid, DRIVER_PYTHON)] += spent
+            usage.credited += 1
+            usage.credited_seconds += spent - self._start_seconds(pid)
         for name in ROLES:
             usage.seconds[name] = seconds[name] - self._base[name]
-        for pid, spent in self._left(read):
+        for pid in alive:
+            spent = self._start_seconds(pid)
             usage.left.append(
                 f"{pid} {self.roles.get(pid, '?')} {spent:.2f} s: {self.commands.get(pid, '?')}"
             )
@@ -327,3 +374,8 @@ class ProcessMeter:
         self.usage = usage
         if self.subreaper:
             set_subreaper(False)  # (orphans after the measurement go to init again)
+
+    def _start_seconds(self, pid: int) -> float:
+        """What the start reading counted of a process (0 if it started later)."""
+        stat = self._base_read.get(pid)
+        return stat.own + stat.reaped if stat is not None else 0.0

@@ -164,3 +164,52 @@ def test_a_process_orphaned_during_the_measurement_keeps_its_time(tmp_path):
         root.stdin.write("done\n")
         root.stdin.flush()
         root.wait(timeout=30)
+
+
+IGNORER = """
+import os, signal, sys, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as PySpark's daemon: ended children leave no trace
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+go = sys.argv[1]
+child = os.fork()
+if child == 0:
+    burn(0.3)  # before the measurement
+    print(os.getpid(), flush=True)
+    for _ in range(400):  # bounded: 20 s
+        if os.path.exists(go):
+            break
+        time.sleep(0.05)
+    burn(0.3)
+    time.sleep(0.2)  # (idle before it ends, as a worker the JVM lets go)
+    os._exit(0)
+sys.stdin.readline()
+"""
+
+
+def test_a_worker_of_a_parent_that_ignores_sigchld_keeps_its_time(tmp_path):
+    """PySpark's daemon ignores SIGCHLD, so the kernel reaps its workers and their time reaches no
+    parent: the earlier meter counted such a worker at the start and lost it at the end (section 8's
+    negative fixed cost, -7 CPU-s). The sampler's last reading of it is credited instead."""
+    go = tmp_path / "go"
+    root = subprocess.Popen(
+        [sys.executable, "-c", IGNORER, str(go)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        child = int(root.stdout.readline())  # it has burnt its first 0.3 s
+        with ProcessMeter(root.pid) as meter:
+            go.touch()
+            for _wait in range(200):  # bounded: 10 s
+                if read_stat(child) is None:
+                    break
+                time.sleep(0.05)
+            assert read_stat(child) is None, "the worker did not end"
+        usage = meter.usage
+        assert usage.credited == 1, usage
+        assert 0.25 <= usage.total <= 0.6, usage.total  # its 0.3 s inside the window, once
+    finally:
+        root.stdin.write("done\n")
+        root.stdin.flush()
+        root.wait(timeout=30)
