@@ -28,9 +28,9 @@ Three ways a process's time could still be lost, and what the meter does about e
   parent's children times: PySpark's daemon does so (`signal(SIGCHLD, SIG_IGN)`), so an executor worker
   (or a Data Source API worker) that ends takes its whole time with it; read at the start and gone at
   the end, it even makes a measurement negative. A sampler thread reads the tree every
-  `SAMPLE_EVERY` seconds; a process gone at the end whose time no ancestor reaped is credited with its
-  last sampled time (at most a sampling interval of its CPU is lost, a worker idle before it ends loses
-  none). `Usage.credited` counts them.
+  `SAMPLE_EVERY` seconds; a process gone at the end whose parent ignores SIGCHLD (`SigIgn` in
+  /proc/<pid>/status) is credited with its last sampled time (at most a sampling interval of its CPU
+  is lost; a worker idle before it ends loses none). `Usage.credited` counts them.
 - A process that leaves the tree before it ends (orphaned when its parent ends first, it is re-parented
   to init or a subreaper outside the tree) takes its time with it too. While measuring, the meter makes
   the driving process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so that an orphan of the
@@ -96,6 +96,21 @@ def read_stat(pid: int) -> Stat | None:
     # fields[0] is field 3 of proc(5): state; 4 ppid; 14-17 utime stime cutime cstime
     utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
     return Stat(pid, int(fields[1]), fields[0], (utime + stime) / TICK, (cutime + cstime) / TICK)
+
+
+SIGCHLD_BIT = 1 << 16  # signal 17, in /proc/<pid>/status's SigIgn mask
+
+
+def ignores_sigchld(pid: int) -> bool:
+    """Whether a process ignores SIGCHLD: the kernel then reaps its children and their time is added
+    to no one's children times. False when it cannot be read."""
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith("SigIgn:"):
+                return bool(int(line.split()[1], 16) & SIGCHLD_BIT)
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def command_of(pid: int) -> tuple[str, list[str]] | None:
@@ -187,6 +202,7 @@ class ProcessMeter:
         self.subreaper = False  # (set while measuring)
         self.roles: dict[int, str] = {}  # pid -> role, kept from any reading that could see it
         self.commands: dict[int, str] = {}  # pid -> its command line, shortened (for `Usage.left`)
+        self.ignoring: dict[int, bool] = {}  # pid -> whether it ignores SIGCHLD (see `_gone`)
         self.reaped_here: dict[int, float] = {}  # adopted orphans this meter reaped: pid -> seconds
         self._spent_here = dict.fromkeys(ROLES, 0.0)  # their time, by role (it grows only)
         self._base: dict[str, float] = {}
@@ -213,6 +229,8 @@ class ProcessMeter:
             if command is not None:
                 self.roles[pid] = role_of(*command)
                 self.commands[pid] = " ".join(command[1])[:120]
+                if not self.ignoring.get(pid):  # (a daemon sets it once, early: once seen, kept)
+                    self.ignoring[pid] = ignores_sigchld(pid)
         for pid in reversed(order):  # (parents first)
             if pid not in self.roles:
                 self.roles[pid] = self._reaped_role(stats[pid].ppid)
@@ -311,27 +329,17 @@ class ProcessMeter:
 
     def _gone(self, end: dict[int, Stat]) -> tuple[list[int], dict[int, float]]:
         """Processes seen during the measurement but missing from the end reading: those alive outside
-        the tree (orphans not adopted), and, by pid, the seconds to credit to those that ended without
-        an ancestor reaping their time. A gone process is owed by its nearest ancestor still read at the
-        end, whose children times must have grown by what it spent (they do not when that ancestor
-        ignores SIGCHLD)."""
+        the tree (orphans not adopted), and, by pid, the seconds to credit to those whose parent ignores
+        SIGCHLD (their time reached no one's children times: their last sample is all there is). A
+        parent that waits for its children has the time of those that ended in its own reading, or in
+        its parent's once it ended and was waited for."""
         gone = [pid for pid in self._last if pid not in end and pid not in self.reaped_here]
         alive = [pid for pid in gone if read_stat(pid) is not None]
-        owing: dict[int, list[int]] = {}
-        for pid in (p for p in gone if p not in alive):
-            ancestor = self._last[pid].ppid
-            for _step in range(64):  # bounded: a process tree is not that deep
-                if ancestor in end or ancestor not in self._last:
-                    break
-                ancestor = self._last[ancestor].ppid
-            owing.setdefault(ancestor, []).append(pid)
-        credit: dict[int, float] = {}
-        for ancestor, pids in owing.items():
-            start, now = self._base_read.get(ancestor), end.get(ancestor)
-            owed = sum(self._last[p].own + self._last[p].reaped for p in pids)
-            grew = now.reaped - start.reaped if start is not None and now is not None else 0.0
-            if grew + 0.02 * len(pids) < owed:  # (clock ticks of 10 ms)
-                credit.update({p: self._last[p].own + self._last[p].reaped for p in pids})
+        credit = {
+            pid: self._last[pid].own + self._last[pid].reaped
+            for pid in gone
+            if pid not in alive and self.ignoring.get(self._last[pid].ppid, False)
+        }
         return alive, credit
 
     def __enter__(self) -> ProcessMeter:
