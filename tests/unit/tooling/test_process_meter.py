@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.process_cpu import ProcessMeter, read_stat
+from benchmarks.process_cpu import ProcessMeter, Stat, read_stat
 
 CHILD = """
 import time
@@ -67,6 +67,17 @@ sys.stdin.readline()
 """
 
 
+def ended(pid: int) -> Stat | None:
+    """Wait (10 s at most) until a process ended: gone, or a zombie (its last reading is returned)."""
+    stat = read_stat(pid)
+    for _wait in range(200):
+        if stat is None or stat.state == "Z":
+            break
+        time.sleep(0.05)
+        stat = read_stat(pid)
+    return stat
+
+
 def _measure(mode: str) -> tuple[float, int, float]:
     """(CPU seconds the meter counted, zombies it read, busy seconds it could not explain) around a
     root whose forked child burns 0.4 CPU-s and ends, reaped (`reap`) or left a zombie (`zombie`)."""
@@ -79,11 +90,7 @@ def _measure(mode: str) -> tuple[float, int, float]:
             root.stdin.write("go\n")
             root.stdin.flush()
             child = int(root.stdout.readline())
-            for _wait in range(200):  # bounded: 10 s
-                stat = read_stat(child)
-                if stat is None or stat.state == "Z":
-                    break
-                time.sleep(0.05)
+            ended(child)
             assert (read_stat(child) is None) == (mode == "reap")
         usage = meter.usage
         return usage.total, usage.zombies, usage.unexplained
@@ -149,11 +156,7 @@ def test_a_process_orphaned_during_the_measurement_keeps_its_time(tmp_path):
         grandchild = int(root.stdout.readline())  # it has burnt its first 0.3 s
         with ProcessMeter(root.pid) as meter:
             go.touch()
-            for _wait in range(200):  # bounded: 10 s
-                stat = read_stat(grandchild)
-                if stat is None or stat.state == "Z":
-                    break
-                time.sleep(0.05)
+            stat = ended(grandchild)
             assert stat is not None and stat.ppid == os.getpid(), "the meter did not adopt the orphan"
         usage = meter.usage
         assert read_stat(grandchild) is None, "the meter left the orphan unreaped"
@@ -201,10 +204,7 @@ def test_a_worker_of_a_parent_that_ignores_sigchld_keeps_its_time(tmp_path):
         child = int(root.stdout.readline())  # it has burnt its first 0.3 s
         with ProcessMeter(root.pid) as meter:
             go.touch()
-            for _wait in range(200):  # bounded: 10 s
-                if read_stat(child) is None:
-                    break
-                time.sleep(0.05)
+            ended(child)
             assert read_stat(child) is None, "the worker did not end"
         usage = meter.usage
         assert usage.credited == 1, usage
