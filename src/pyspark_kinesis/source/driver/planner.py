@@ -54,9 +54,7 @@ class Planner:
         self.clock = clock
         self.sleep: Callable[[float], None] = time.sleep  # between listings retried (tests replace it)
         self.discovery = ShardDiscovery(config, proxy_factory, clock)
-        self._configured = [
-            spec.resolved_arn for spec in config.streams
-        ]  # the streams the options name, in order
+        self._configured = [spec.resolved_arn for spec in config.streams]  # named by the options, in order
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow, and by drainInOneBatch
         self.drain = False  # drainInOneBatch: batches planned read every shard to the cutoff (one batch)
         # Where each shard's last read kept its continuation (`ShardEnd.holder`): handed to the next
