@@ -10,6 +10,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from benchmarks.process_cpu import ProcessMeter, Stat, read_stat
 
@@ -67,6 +70,20 @@ sys.stdin.readline()
 """
 
 
+@contextmanager
+def running(script: str, go: Path) -> Iterator[subprocess.Popen]:
+    """A Python process running `script` (which waits on stdin at its end), ended on the way out."""
+    root = subprocess.Popen(
+        [sys.executable, "-c", script, str(go)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield root
+    finally:
+        root.stdin.write("done\n")
+        root.stdin.flush()
+        root.wait(timeout=30)
+
+
 def ended(pid: int) -> Stat | None:
     """Wait (10 s at most) until a process ended: gone, or a zombie (its last reading is returned)."""
     stat = read_stat(pid)
@@ -114,8 +131,8 @@ def test_a_reaped_child_is_counted_once():
     assert 0.35 <= total <= 0.75, total  # (twice would be 0.78 or more; clock ticks of 10 ms)
 
 
-ORPHANER = """
-import os, sys, time
+PRELUDE = """
+import os, signal, sys, time
 def burn(seconds):
     end = time.process_time() + seconds
     while time.process_time() < end:
@@ -126,6 +143,10 @@ def wait_for(path):
             return
         time.sleep(0.05)
 go = sys.argv[1]
+"""
+ORPHANER = (
+    PRELUDE
+    + """
 middle = os.fork()
 if middle == 0:
     grandchild = os.fork()
@@ -141,6 +162,7 @@ if middle == 0:
 os.waitpid(middle, 0)
 sys.stdin.readline()
 """
+)
 
 
 def test_a_process_orphaned_during_the_measurement_keeps_its_time(tmp_path):
@@ -149,47 +171,34 @@ def test_a_process_orphaned_during_the_measurement_keeps_its_time(tmp_path):
     negative fixed cost of docs/performance.md's section 8. Its time is now counted (the meter adopts
     it as a subreaper) and nothing is reported as left."""
     go = tmp_path / "go"
-    root = subprocess.Popen(
-        [sys.executable, "-c", ORPHANER, str(go)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
+    with running(ORPHANER, go) as root:
         grandchild = int(root.stdout.readline())  # it has burnt its first 0.3 s
         with ProcessMeter(root.pid) as meter:
             go.touch()
             stat = ended(grandchild)
             assert stat is not None and stat.ppid == os.getpid(), "the meter did not adopt the orphan"
-        usage = meter.usage
-        assert read_stat(grandchild) is None, "the meter left the orphan unreaped"
-        assert usage.adopted == 1, usage
-        assert usage.left == [], usage.left
-        assert 0.25 <= usage.total <= 0.6, usage.total  # its 0.3 s inside the window, once
-    finally:
-        root.stdin.write("done\n")
-        root.stdin.flush()
-        root.wait(timeout=30)
+    usage = meter.usage
+    assert read_stat(grandchild) is None, "the meter left the orphan unreaped"
+    assert usage.adopted == 1, usage
+    assert usage.left == [], usage.left
+    assert 0.25 <= usage.total <= 0.6, usage.total  # its 0.3 s inside the window, once
 
 
-IGNORER = """
-import os, signal, sys, time
+IGNORER = (
+    PRELUDE
+    + """
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as PySpark's daemon: ended children leave no trace
-def burn(seconds):
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        pass
-go = sys.argv[1]
 child = os.fork()
 if child == 0:
     burn(0.3)  # before the measurement
     print(os.getpid(), flush=True)
-    for _ in range(400):  # bounded: 20 s
-        if os.path.exists(go):
-            break
-        time.sleep(0.05)
+    wait_for(go)
     burn(0.3)
     time.sleep(0.2)  # (idle before it ends, as a worker the JVM lets go)
     os._exit(0)
 sys.stdin.readline()
 """
+)
 
 
 def test_a_worker_of_a_parent_that_ignores_sigchld_keeps_its_time(tmp_path):
@@ -197,19 +206,12 @@ def test_a_worker_of_a_parent_that_ignores_sigchld_keeps_its_time(tmp_path):
     parent: the earlier meter counted such a worker at the start and lost it at the end (section 8's
     negative fixed cost, -7 CPU-s). The sampler's last reading of it is credited instead."""
     go = tmp_path / "go"
-    root = subprocess.Popen(
-        [sys.executable, "-c", IGNORER, str(go)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
+    with running(IGNORER, go) as root:
         child = int(root.stdout.readline())  # it has burnt its first 0.3 s
         with ProcessMeter(root.pid) as meter:
             go.touch()
             ended(child)
             assert read_stat(child) is None, "the worker did not end"
-        usage = meter.usage
-        assert usage.credited == 1, usage
-        assert 0.25 <= usage.total <= 0.6, usage.total  # its 0.3 s inside the window, once
-    finally:
-        root.stdin.write("done\n")
-        root.stdin.flush()
-        root.wait(timeout=30)
+    usage = meter.usage
+    assert usage.credited == 1, usage
+    assert 0.25 <= usage.total <= 0.6, usage.total  # its 0.3 s inside the window, once
