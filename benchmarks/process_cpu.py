@@ -229,8 +229,9 @@ class ProcessMeter:
             if command is not None:
                 self.roles[pid] = role_of(*command)
                 self.commands[pid] = " ".join(command[1])[:120]
-                if not self.ignoring.get(pid):  # (a daemon sets it once, early: once seen, kept)
-                    self.ignoring[pid] = ignores_sigchld(pid)
+            parent = stats[pid].ppid
+            if parent not in self.ignoring:  # read once, when its first child is seen: a daemon sets
+                self.ignoring[parent] = ignores_sigchld(parent)  # SIGCHLD's disposition before it forks
         for pid in reversed(order):  # (parents first)
             if pid not in self.roles:
                 self.roles[pid] = self._reaped_role(stats[pid].ppid)
