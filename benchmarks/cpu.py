@@ -19,9 +19,10 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -238,22 +239,48 @@ def run_cpu(
                         connector_read(spark, endpoint, stream, work, options)
                         connector_read(spark, small_endpoint, small, work, options)
                         for _round in range(rounds):
-                            cpu, wall = run_loop(endpoint, stream, row.records)
-                            row.loop_cpu.append(cpu)
-                            row.loop_wall.append(wall)
-                            with ProcessMeter(servers=servers) as meter:
-                                connector_read(spark, small_endpoint, small, work, options)
-                            row.fixed.append(_noted(meter.usage, "fixed"))
-                            with ProcessMeter(servers=servers) as meter:
-                                wall, got = connector_read(spark, endpoint, stream, work, options)
-                            if got != row.records:
-                                raise RuntimeError(f"the connector read {got} rows, expected {row.records}")
-                            row.spark.append(_noted(meter.usage, "whole"))
-                            row.spark_wall.append(wall)
+                            one_round(
+                                row,
+                                loop=partial(run_loop, endpoint, stream, row.records),
+                                read_fixed=partial(
+                                    connector_read, spark, small_endpoint, small, work, options
+                                ),
+                                read_whole=partial(connector_read, spark, endpoint, stream, work, options),
+                                meter=partial(ProcessMeter, servers=servers),
+                            )
                     rows.append(row)
     finally:
         spark.stop()
     return rows, cold_s
+
+
+def one_round(
+    row: CpuRow,
+    loop: Callable[[], tuple[float, float]],
+    read_fixed: Callable[[], tuple[float, int]],
+    read_whole: Callable[[], tuple[float, int]],
+    meter: Callable[[], ProcessMeter],
+) -> None:
+    """One round: the loop, then the fixed and the whole query, each measured after the same history.
+
+    Why an unmeasured query before the measured fixed one: Spark stops a Python worker idle for a
+    minute (PythonWorkerFactory's IDLE_WORKER_TIMEOUT_NS), so a query right after the loop's long
+    read can pay fresh workers (fork, imports) that the whole query, run right after it, does not: a
+    fixed query measured after the loop cost 8-12 CPU-s, back-to-back queries ~5.
+    """
+    cpu, wall = loop()
+    row.loop_cpu.append(cpu)
+    row.loop_wall.append(wall)
+    read_fixed()  # (unmeasured: the measured fixed query then follows a query, as the whole one does)
+    with meter() as measured:
+        read_fixed()
+    row.fixed.append(_noted(measured.usage, "fixed"))
+    with meter() as measured:
+        wall, got = read_whole()
+    if got != row.records:
+        raise RuntimeError(f"the connector read {got} rows, expected {row.records}")
+    row.spark.append(_noted(measured.usage, "whole"))
+    row.spark_wall.append(wall)
 
 
 def _noted(usage: Usage, what: str) -> Usage:

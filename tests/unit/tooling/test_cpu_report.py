@@ -40,3 +40,35 @@ def test_the_section_prints_the_command_that_regenerates_it():
     command = "bash scripts/bench.sh cpu --server memory --sizes 1000 --shards 4 --mb 1000 --rounds 3"
     text = cpu.markdown_cpu([row()], 5.0, command)
     assert f"with `{command}`" in text and "busy time" in text
+
+
+class _Meter:
+    """A meter that records when it measures (the round's order is what the test checks)."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.usage = usage(1.0, 1.0)
+
+    def __enter__(self) -> _Meter:
+        self.log.append("measure")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.log.append("end")
+
+
+def test_a_round_measures_the_fixed_and_the_whole_query_each_right_after_a_query():
+    """Spark stops Python workers idle for a minute: a measured query right after the loop's long read
+    would pay fresh workers that the other does not. Each measured query follows a query."""
+    log: list[str] = []
+    r = cpu.CpuRow("memory", 1000, 4, 10)
+    cpu.one_round(
+        r,
+        loop=lambda: log.append("loop") or (1.0, 2.0),
+        read_fixed=lambda: log.append("fixed") or (0.5, 4),
+        read_whole=lambda: log.append("whole") or (1.5, 10),
+        meter=lambda: _Meter(log),  # type: ignore[arg-type,return-value]
+    )
+    # The measured fixed query follows an unmeasured one, as the measured whole query follows it.
+    assert log == ["loop", "fixed", "measure", "fixed", "end", "measure", "whole", "end"]
+    assert (len(r.fixed), len(r.spark), r.loop_cpu) == (1, 1, [1.0])
