@@ -91,7 +91,8 @@ def _proxies(config: SourceConfig, plan: TaskPlan) -> dict[str, KinesisProxy]:
             raise CheckpointMismatchError(
                 f"Batch {plan.batch} reads stream {piece.stream}, which the options no longer name."
             )
-        proxies.setdefault(piece.stream, KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS))
+        if piece.stream not in proxies:
+            proxies[piece.stream] = KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)
     return proxies
 
 
