@@ -1,0 +1,158 @@
+"""Finding or starting the executor's fan-out agent (src/pyspark_kinesis/source/agent/link.py), without
+starting one: the private socket directory, the start under a lock with the worker's import path,
+detached, and the errors a user reads when it cannot start. The agent's own behaviour is tested in
+test_fanout_hub.py and, started for real, by the integration tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyspark_kinesis.errors import StreamAccessError
+from pyspark_kinesis.source.agent import link
+
+
+@pytest.fixture
+def temp(monkeypatch):
+    """A short temporary directory (a Unix socket path holds ~100 bytes) as the process's tempdir."""
+    base = Path(tempfile.mkdtemp(prefix="lk", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_socket_directory_is_private_to_the_user(temp):
+    path = link.agent_dir()
+    assert path == temp / f"pyspark-kinesis-{os.getuid()}"
+    assert path.stat().st_mode & 0o777 == 0o700
+    assert link.agent_dir() == path  # (found the second time)
+    assert link.socket_path(42) == path / "fanout-42.sock"
+
+
+def test_a_socket_directory_others_may_enter_is_refused(temp):
+    path = temp / f"pyspark-kinesis-{os.getuid()}"
+    path.mkdir(mode=0o755)
+    path.chmod(0o755)
+    with pytest.raises(StreamAccessError) as refused:
+        link.agent_dir()
+    assert str(refused.value) == (
+        f"{path} (the enhanced fan-out agent's socket directory) is not private to this user: remove it, "
+        "or make it mode 0700 and owned by the user running Spark's executors."
+    )
+    path.chmod(0o701)  # (any bit for group or others)
+    with pytest.raises(StreamAccessError):
+        link.agent_dir()
+
+
+def test_a_long_temporary_directory_gives_way_to_tmp(monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp/" + "x" * 60)
+    assert link.agent_dir().parent == Path("/tmp")
+
+
+class Process:
+    """subprocess.Popen's stand-in: the command, how it was started, and an exit code for `poll`."""
+
+    made: list[Process] = []
+
+    def __init__(self, args: list[str], **how: Any) -> None:
+        self.args, self.how, self.code = args, how, None
+        self.waited = threading.Event()
+        Process.made.append(self)
+
+    def poll(self) -> int | None:
+        return self.code
+
+    def wait(self) -> int | None:
+        self.waited.set()
+        return self.code
+
+
+def test_the_agent_starts_detached_with_the_workers_import_path(temp, monkeypatch):
+    Process.made.clear()
+    monkeypatch.setattr(subprocess, "Popen", Process)
+    path = link.socket_path(7)
+    path.write_text("")  # a socket left by a killed agent
+    process = link._start(path, 7)
+    assert not path.exists()
+    assert process.args == [sys.executable, "-m", "pyspark_kinesis.source.agent.process", str(path), "7"]
+    assert process.how["env"]["PYTHONPATH"] == os.pathsep.join(p for p in sys.path if p)
+    assert process.how["stdin"] == process.how["stdout"] == subprocess.DEVNULL
+    assert process.how["stderr"].name == str(path.with_suffix(".log"))
+    assert process.how["start_new_session"] is True and process.how["close_fds"] is True
+    assert process.waited.wait(5)  # a thread waits for it: no zombie left behind
+    assert link._start(path, 7) is Process.made[-1]  # (no socket left: nothing to remove)
+
+
+def test_an_agent_that_exits_before_listening_is_an_error_naming_its_log(temp, monkeypatch):
+    started: list[Process] = []
+
+    def start(path: Path, owner: int) -> Process:
+        started.append(Process([]))
+        started[-1].code = 3  # (exited)
+        return started[-1]
+
+    monkeypatch.setattr(link, "_start", start)
+    path = link.socket_path(8)
+    with pytest.raises(StreamAccessError) as failed:
+        link.connect_agent(8)
+    assert str(failed.value) == (
+        f"the enhanced fan-out agent did not start (exit code 3); its log is {path.with_suffix('.log')}."
+    )
+    assert len(started) == 1
+
+
+def test_an_agent_that_never_listens_is_given_up_after_the_start_timeout(temp, monkeypatch):
+    monkeypatch.setattr(link, "_start", lambda path, owner: Process([]))
+    monkeypatch.setattr(link, "START_TIMEOUT_S", 0.2)
+    with pytest.raises(StreamAccessError, match=r"did not start \(exit code None\)"):
+        link.connect_agent(9)
+
+
+def test_a_listening_agent_is_joined_and_none_is_started(temp, monkeypatch):
+    monkeypatch.setattr(link, "_start", lambda path, owner: pytest.fail("an agent listens already"))
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(link.socket_path(os.getppid())))
+    server.listen(1)
+    try:
+        sock = link.connect_agent()  # (the default owner: the process that forked this one)
+        sock.close()
+        sock = link._start_and_connect(link.socket_path(os.getppid()), os.getppid())
+        sock.close()
+    finally:
+        server.close()
+
+
+def test_an_agent_that_starts_listening_is_joined(temp, monkeypatch):
+    servers: list[socket.socket] = []
+
+    def start(path: Path, owner: int) -> Process:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(path))
+        server.listen(1)
+        servers.append(server)
+        return Process([])
+
+    monkeypatch.setattr(link, "_start", start)
+    sock = link.connect_agent(10)
+    sock.close()
+    assert len(servers) == 1
+    servers[0].close()
+
+
+def test_a_directory_that_cannot_be_made_is_an_error_saying_what_the_agent_needs(monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", "/proc/no-such-dir")
+    with pytest.raises(StreamAccessError) as failed:
+        link.connect_agent(11)
+    assert str(failed.value).startswith("cannot start the enhanced fan-out agent (FileNotFoundError: ")
+    assert str(failed.value).endswith(
+        "). It needs a writable temporary directory and permission to start a process on the executor."
+    )
