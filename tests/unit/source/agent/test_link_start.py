@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -61,7 +61,7 @@ def test_a_long_temporary_directory_gives_way_to_tmp(monkeypatch):
 class Process:
     """subprocess.Popen's stand-in: the command, how it was started, and an exit code for `poll`."""
 
-    made: list[Process] = []
+    made: ClassVar[list[Process]] = []
 
     def __init__(self, args: list[str], **how: Any) -> None:
         self.args, self.how, self.code = args, how, None
