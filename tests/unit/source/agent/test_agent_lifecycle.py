@@ -1,7 +1,8 @@
-"""Finding or starting the executor's fan-out agent (src/pyspark_kinesis/source/agent/link.py), without
-starting one: the private socket directory, the start under a lock with the worker's import path,
-detached, and the errors a user reads when it cannot start. The agent's own behaviour is tested in
-test_fanout_hub.py and, started for real, by the integration tests."""
+"""The fan-out agent's life, without a Kinesis subscription: a worker finds or starts it
+(src/pyspark_kinesis/source/agent/link.py: the private socket directory, the start under a lock with
+the worker's import path, detached, the errors a user reads when it cannot start), and it ends
+(process.py: when its owner is gone or nothing used it, leaving no socket, lock or empty log). What
+it serves is tested in test_fanout_hub.py and, started for real, by the integration tests."""
 
 from __future__ import annotations
 
@@ -156,3 +157,62 @@ def test_a_directory_that_cannot_be_made_is_an_error_saying_what_the_agent_needs
     assert str(failed.value).endswith(
         "). It needs a writable temporary directory and permission to start a process on the executor."
     )
+
+
+# -- the agent's end ------------------------------------------------------------------------------
+def gone_pid() -> int:
+    """A process id whose process has ended (and been reaped)."""
+    done = subprocess.Popen(["true"])
+    done.wait()
+    return done.pid
+
+
+@pytest.mark.parametrize("log_text", ["", "a warning\n"])
+def test_an_agent_whose_owner_is_gone_ends_and_leaves_nothing_but_a_log_worth_reading(temp, log_text):
+    from pyspark_kinesis.source.agent import process
+
+    path = link.socket_path(12)
+    path.with_suffix(".lock").write_text("")
+    path.with_suffix(".log").write_text(log_text)
+    serving = threading.Thread(target=process.serve, args=(str(path), gone_pid(), lambda spec: None))
+    serving.start()
+    serving.join(10)
+    assert not serving.is_alive()
+    assert not path.exists() and not path.with_suffix(".lock").exists()
+    assert path.with_suffix(".log").exists() == bool(log_text)
+
+
+def test_an_agent_with_a_living_owner_keeps_its_lock_and_log(temp, monkeypatch):
+    from pyspark_kinesis.source.agent import process
+
+    monkeypatch.setattr(process, "IDLE_EXIT_S", 0.0)  # (ends at once for want of reads)
+    path = link.socket_path(13)
+    path.with_suffix(".lock").write_text("")
+    path.with_suffix(".log").write_text("")
+    serving = threading.Thread(target=process.serve, args=(str(path), os.getpid(), lambda spec: None))
+    serving.start()
+    serving.join(10)
+    assert not serving.is_alive() and not path.exists()
+    assert path.with_suffix(".lock").exists() and path.with_suffix(".log").exists()
+
+
+def test_a_second_agent_on_a_taken_path_leaves_the_first_serving(temp):
+    from pyspark_kinesis.source.agent import process
+
+    path = link.socket_path(14)
+    first = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    first.bind(str(path))
+    first.listen(1)
+    try:
+        process.serve(str(path), os.getpid(), lambda spec: None)  # returns: another one serves
+        assert path.exists()
+    finally:
+        first.close()
+
+
+def test_main_serves_the_path_for_the_owner_given(monkeypatch):
+    from pyspark_kinesis.source.agent import process
+
+    served: list[tuple[str, int]] = []
+    monkeypatch.setattr(process, "serve", lambda path, owner: served.append((path, owner)))
+    assert process.main(["/tmp/x.sock", "77"]) == 0 and served == [("/tmp/x.sock", 77)]
