@@ -10,12 +10,23 @@ from dataclasses import replace
 
 import pytest
 
-from pyspark_kinesis.errors import CheckpointMismatchError
+from pyspark_kinesis.errors import CheckpointMismatchError, StreamAccessError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver import planner as planner_module
 from pyspark_kinesis.source.state.batch_log import planned_key
 from pyspark_kinesis.source.state.offsets import ShardState, SourceOffset
-from tests.unit.planner_fakes import Clock, FakeKinesis, Harness, arn, config, logged, one_stream, read, shard
+from tests.unit.planner_fakes import (
+    HALF,
+    Clock,
+    FakeKinesis,
+    Harness,
+    arn,
+    config,
+    logged,
+    one_stream,
+    read,
+    shard,
+)
 
 A = arn("a")
 
@@ -112,3 +123,97 @@ def test_a_loss_a_task_went_on_past_is_reported_in_the_driver_log_once_per_batch
         f"Data loss in batch 0, Kinesis stream {A}, shard s0: the records from TRIM_HORIZON on are past "
         "retention; failOnDataLoss=false, so the query went on without them"
     ]
+
+
+def test_a_checkpoint_of_other_streams_names_every_stream_on_both_sides():
+    kinesis = FakeKinesis({arn("a"): [shard("s0")], arn("b"): [shard("s0")]})
+    h = Harness(config("a", "b"), kinesis, Clock())
+    state = {"s0": ShardState(Position.trim_horizon())}
+    other = SourceOffset("tok", 0, {arn("y"): state, arn("x"): state})
+    with pytest.raises(CheckpointMismatchError) as info:
+        h.planner().check_offset(other)
+    assert str(info.value).startswith(
+        f"The checkpoint was written for Kinesis stream(s) {arn('x')}, {arn('y')}, but the options name "
+        f"{arn('a')}, {arn('b')}: none of them."
+    )
+
+
+def test_streams_dropped_from_and_added_to_the_options_are_said(caplog):
+    """A restart with other streams: those no longer named leave the offset (a warning), those newly
+    named start at their starting position (said too)."""
+    kinesis = FakeKinesis({A: [shard("s0")], arn("b"): [shard("s0")], arn("c"): [shard("s0")]})
+    before = Harness(config("a", "c"), kinesis, Clock())
+    planner = before.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    before.run(first)
+    after = Harness(config("a", "b"), kinesis, Clock(), before.store)
+    with caplog.at_level(logging.INFO, logger=planner_module.__name__):
+        second = after.planner().next_offset(logged(first), None, None)
+    assert sorted(second.streams) == [A, arn("b")]
+    assert f"Kinesis stream {arn('c')} is no longer in the options: dropped from the query's offsets" in (
+        caplog.messages
+    )
+    assert f"Kinesis stream {arn('b')} was added to the options: read from its starting position" in (
+        caplog.messages
+    )
+
+
+def test_a_replay_that_cannot_list_for_hash_ranges_says_so_and_lists_once(caplog):
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    restarted = h.planner()  # (a restart: nothing listed in this run yet)
+    asked: list[str] = []
+
+    def refuse(key, *args, **kwargs):
+        asked.append(key)
+        raise StreamAccessError("ListShards refused (injected)")
+
+    restarted.discovery.refresh = refuse  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger=planner_module.__name__):
+        assert restarted.hash_ranges(first) == {}
+        assert restarted.hash_ranges(first) == {}  # (listed once per run and stream, failed or not)
+    assert asked == [A]
+    assert caplog.messages == [
+        f"Kinesis stream {A}: could not list its shards for their hash key ranges: ListShards refused (injected)"
+    ]
+    ranges = h.planner().hash_ranges(first)
+    assert ranges == {(A, "s0"): (0, HALF - 1), (A, "s1"): (HALF, 2**128 - 1)}
+
+
+def test_an_available_now_run_whose_closed_shards_children_never_list_fails_naming_them():
+    """Under AvailableNow a closure's listing is tried 6 times, backing off 0.5 s doubling to 8 s at
+    most, then the run fails naming the closed shards and the children the listings lacked."""
+    kinesis = FakeKinesis({A: [shard("p")]})
+    h = Harness(config("a"), kinesis, Clock())
+    planner = h.planner()
+    slept: list[float] = []
+    planner.sleep = slept.append
+    planner.read_up_to(h.clock.now)
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    closed = read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())
+    h.run(first, {(A, "p"): replace(closed, children=("c2", "c1"))})
+    kinesis.shards[A] = [shard("p", closed=True), shard("c1", "p")]  # c2 never lists
+    with pytest.raises(StreamAccessError) as failed:
+        planner.next_offset(first, None, None)
+    assert slept == [0.5, 1.0, 2.0, 4.0, 8.0]
+    assert str(failed.value) == (
+        f"Kinesis stream {A}: shards p closed, but 6 listings in a row failed or did not show their children "
+        "c2; trigger(availableNow=True) cannot finish without reading them. Run the query again once "
+        "ListShards answers."
+    )
+
+
+def test_a_running_query_lists_a_closures_children_once_per_trigger():
+    """Outside AvailableNow a listing that lacks the children is tried again at the next trigger."""
+    kinesis = FakeKinesis({A: [shard("p")]})
+    h = Harness(config("a"), kinesis, Clock())
+    planner = h.planner()
+    planner.sleep = lambda s: pytest.fail("a running query does not wait between listings")
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    closed = read(Position.trim_horizon(), 4, tip=False, end=Position.shard_end())
+    h.run(first, {(A, "p"): replace(closed, children=("c1",))})
+    calls = kinesis.list_calls[A]
+    kinesis.failures = 1
+    planner.next_offset(first, None, None)
+    assert kinesis.list_calls[A] == calls + 1
