@@ -1,6 +1,7 @@
 """What the planner tells an operator, in its exact words (src/pyspark_kinesis/source/driver/planner.py):
-the query's start line per stream, a checkpoint for other streams, and a replay whose metadataPath is not
-the one it was planned under (cleaned, moved, or another query's)."""
+the query's start line per stream, a checkpoint for other streams, a replay whose metadataPath is not
+the one it was planned under (cleaned, moved, or another query's), streams dropped from or added to the
+options, and listings that fail (for hash ranges; after a closure under AvailableNow, with its back-off)."""
 
 from __future__ import annotations
 
