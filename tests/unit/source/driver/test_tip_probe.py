@@ -1,0 +1,144 @@
+"""Looks at idle shards before a batch is planned (src/pyspark_kinesis/source/driver/tip_probe.py),
+driven directly: which shards are due, the iterator a look goes on from (and when it is too old),
+what a look's answer lets into the batch, and the credentials that may not look. The stream's API is
+a scripted stand-in answering `look_past_tip`."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pyspark_kinesis.aws.kinesis import TipAnswer
+from pyspark_kinesis.model import Position, ShardRef
+from pyspark_kinesis.source.driver import tip_probe
+from pyspark_kinesis.source.driver.tip_probe import ITERATOR_FOR_MS, TipProbe
+from pyspark_kinesis.source.state.offsets import ShardState
+
+A, B = "arn:a", "arn:b"
+AT = Position.after("100")
+
+
+class Looks:
+    """look_past_tip answered from `answers` per shard (default: nothing new, a next iterator)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, Position, str | None]] = []
+        self.answers: dict[str, TipAnswer] = {}
+
+    def proxy_for(self, key: str) -> Looks.Proxy:
+        return Looks.Proxy(self, key)
+
+    class Proxy:
+        def __init__(self, looks: Looks, key: str) -> None:
+            self.looks, self.key = looks, key
+
+        def look_past_tip(self, sid: str, position: Position, iterator: str | None) -> TipAnswer:
+            self.looks.asked.append((self.key, sid, position, iterator))
+            n = len(self.looks.asked)
+            return self.looks.answers.get(sid, TipAnswer(False, f"it-{n}"))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def probe(interval_ms: int = 1000) -> tuple[TipProbe, Looks, Clock]:
+    looks, clock = Looks(), Clock()
+    return TipProbe(looks.proxy_for, interval_ms, clock), looks, clock  # type: ignore[arg-type]
+
+
+def idle(*refs: ShardRef, polled_ms: int = 0) -> dict[ShardRef, ShardState]:
+    return {ref: ShardState(AT, idle=True, polled_ms=polled_ms) for ref in refs}
+
+
+def test_a_shard_is_due_once_the_interval_since_its_last_read_or_look_has_passed():
+    run, looks, _clock = probe(interval_ms=1000)
+    shard = ShardRef(A, "s0")
+    assert run.news(idle(shard, polled_ms=5000), now=5999) == set() and looks.asked == []
+    assert run.news(idle(shard, polled_ms=5000), now=6000) == set()  # due: looked, nothing new
+    assert len(looks.asked) == 1 and run.looks == 1
+    assert run.news(idle(shard, polled_ms=5000), now=6999) == set() and run.looks == 1  # looked at 6000
+    run.news(idle(shard, polled_ms=5000), now=7000)
+    assert run.looks == 2
+    run.news(idle(shard, polled_ms=5000), now=7001, every=True)  # (AvailableNow: every idle shard)
+    assert run.looks == 3
+
+
+def test_a_look_goes_on_from_the_iterator_the_last_one_left_while_it_is_fresh():
+    run, looks, clock = probe()
+    shard = ShardRef(A, "s0")
+    run.news(idle(shard), now=10_000)
+    run.news(idle(shard), now=20_000)
+    assert [iterator for *_a, iterator in looks.asked] == [None, "it-1"]
+    clock.now += ITERATOR_FOR_MS - 1
+    run.news(idle(shard), now=30_000)
+    assert looks.asked[-1][3] == "it-2"  # (obtained at the last look, now ITERATOR_FOR_MS - 1 old)
+    clock.now += ITERATOR_FOR_MS
+    run.news(idle(shard), now=40_000)
+    assert looks.asked[-1][3] is None  # too old: a new one
+    moved = {shard: ShardState(Position.after("200"), idle=True)}
+    run.news(moved, now=50_000)
+    assert looks.asked[-1][2:] == (Position.after("200"), None)  # kept for another position: not used
+
+
+def test_what_a_look_found_or_could_not_tell_goes_into_the_batch():
+    run, looks, _clock = probe()
+    looks.answers = {
+        "new": TipAnswer(True, "it"),
+        "unsure": TipAnswer(None),
+        "failed": TipAnswer(True, None, failure="throttled"),
+        "empty": TipAnswer(False, "it"),
+    }
+    refs = [ShardRef(A, sid) for sid in looks.answers]
+    assert run.news(idle(*refs), now=10_000) == {
+        ShardRef(A, "new"),
+        ShardRef(A, "unsure"),
+        ShardRef(A, "failed"),
+    }
+
+
+def test_credentials_that_may_not_look_turn_looks_off_for_their_stream_with_one_warning(caplog):
+    run, looks, _clock = probe()
+    looks.answers = {"s0": TipAnswer(True, None, failure="AccessDenied", denied=True)}
+    with caplog.at_level(logging.WARNING, logger=tip_probe.__name__):
+        assert run.news(idle(ShardRef(A, "s0"), ShardRef(B, "s1")), now=10_000) == {ShardRef(A, "s0")}
+        assert run.news(idle(ShardRef(A, "s0"), ShardRef(A, "s2")), now=20_000) == {
+            ShardRef(A, "s0"),
+            ShardRef(A, "s2"),
+        }
+    assert [(key, sid) for key, sid, *_r in looks.asked] == [(A, "s0"), (B, "s1")]  # A not looked at again
+    assert caplog.messages == [
+        f"Kinesis stream {A}: the driver may not call GetShardIterator/GetRecords (AccessDenied), so idle shards "
+        "are read by a batch every idlePollIntervalMs instead of looked at first. Grant kinesis:GetShardIterator "
+        "and kinesis:GetRecords to the driver's credentials."
+    ]
+
+
+def test_a_failed_look_is_noted_at_debug_level(caplog):
+    run, looks, _clock = probe()
+    looks.answers = {"s0": TipAnswer(True, None, failure="throttled")}
+    with caplog.at_level(logging.DEBUG, logger=tip_probe.__name__):
+        run.news(idle(ShardRef(A, "s0")), now=10_000)
+    assert caplog.messages == [f"Kinesis stream {A}, shard s0: a look failed (throttled): read by the batch"]
+
+
+def test_forget_drops_the_iterators_of_shards_no_longer_idle():
+    run, looks, _clock = probe()
+    kept, dropped = ShardRef(A, "s0"), ShardRef(A, "s1")
+    run.news(idle(kept, dropped), now=10_000)
+    run.forget({kept})
+    run.news(idle(kept, dropped), now=20_000)
+    assert {sid: iterator is None for _k, sid, _p, iterator in looks.asked[2:]} == {"s0": False, "s1": True}
+
+
+@pytest.mark.parametrize("count", [1, 40])
+def test_many_idle_shards_are_each_looked_at_once(count):
+    run, looks, _clock = probe()
+    refs = [ShardRef(A, f"s{n}") for n in range(count)]
+    run.news(idle(*refs), now=10_000)
+    assert sorted(sid for _k, sid, *_r in looks.asked) == sorted(r.shard for r in refs)
