@@ -7,6 +7,7 @@ import base64
 import doctest
 import hashlib
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -283,3 +284,64 @@ def test_an_aggregate_that_lands_in_another_shard_has_its_misplaced_user_records
     assert sorted(kept) == sorted(rows.items()), "rows lost or doubled for a KCL reader"
     assert listings == [False, True] and aggregator.resent > 0
     assert aggregator.user_records == len(rows)
+
+
+def test_a_misplaced_aggregate_is_said_and_only_its_records_outside_the_landed_shard_go_again(caplog):
+    """The landed shard's range decides: user records inside it stay (the KCL keeps them), those outside
+    are packed again with a map of every shard; a shard the map does not know keeps none."""
+    import logging
+
+    from pyspark_kinesis.sink import packing
+    from pyspark_kinesis.sink.packing import Aggregator, hash_of
+    from pyspark_kinesis.sink.producing import Entry
+
+    router = four_shards()
+    keys = [f"key-{n}" for n in range(200)]
+    low = [k for k in keys if hash_of(k, None) < 2**126][:3]  # in s0's range
+    high = [k for k in keys if hash_of(k, None) >= 2**127][:2]  # in s2/s3's
+    members = tuple((k, None, k.encode()) for k in low + high)
+    entry = Entry("orders", b"agg", low[0], None, 7, shard="s9", members=members)
+    out = Collected()
+    listed: list[bool] = []
+    agg = Aggregator(out, 1000, lambda stream, every: listed.append(every) or router)
+    with caplog.at_level(logging.INFO, logger=packing.__name__):
+        agg._resend([(entry, "s0")])
+    assert listed == [True] and agg.resent == 2
+    assert caplog.messages == [
+        "an aggregate of 5 user records for shard s9 of 'orders' landed in s0 (the shard map changed): 2 of them "
+        "re-sent to their shards"
+    ]
+    agg.flush()
+    sent = [
+        (k, d) for e in out.entries for k, _h, d in deaggregate(e.data) or [(e.partition_key, None, e.data)]
+    ]
+    assert sorted(sent) == sorted((k, k.encode()) for k in high)
+    assert all(e.row == 7 for e in out.entries) and agg.user_records == 0  # counted when first added
+    agg._resend([(entry, "unknown")])
+    assert agg.resent == 2 + 5
+
+
+def test_aggregates_that_keep_landing_elsewhere_fail_the_task_after_a_few_rounds():
+    from pyspark_kinesis.errors import SinkWriteError
+    from pyspark_kinesis.sink import packing
+    from pyspark_kinesis.sink.packing import Aggregator
+    from pyspark_kinesis.sink.producing import Entry
+
+    class Misplacing(Collected):
+        def take_misplaced(self) -> list:
+            return [(self.entries[-1], "s1")]
+
+    router = four_shards()
+    out = Misplacing()
+    listed: list[bool] = []
+    agg = Aggregator(out, 1000, lambda stream, every: listed.append(every) or router)
+    agg.add(Entry("orders", b"x", "k", None, 0))
+    with pytest.raises(SinkWriteError) as failed:
+        agg.flush()
+    assert out.flushes == packing.MISPLACED_ROUNDS and listed == [False] + [True] * packing.MISPLACED_ROUNDS
+    assert str(failed.value) == (
+        f"aggregates kept landing in other shards than they were packed for after {packing.MISPLACED_ROUNDS} "
+        "refreshes of the shard map (a stream being resharded over and over?). Their user records outside "
+        "those shards would be dropped by KCL readers: the task fails and Spark retries it. Set "
+        "aggregate=false while resharding."
+    )
