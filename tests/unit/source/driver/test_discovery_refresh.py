@@ -134,8 +134,27 @@ def test_discovery_failing_interval_after_interval_ends_the_query_naming_the_cal
         clock.now += 10_000
     with pytest.raises(StreamAccessError) as error:
         found.refresh(A, states("s0"), force=True, cutoff_ms=None)
-    text = str(error.value)
-    assert "failed 6 times in a row" in text and "kinesis:ListShards" in text and "AccessDenied" in text
+    assert str(error.value) == (
+        f"Kinesis stream {A}: shard discovery (ListShards, DescribeStreamSummary) failed 6 times in a row, each "
+        f"after botocore's retries: {denied}. Without it the children of a split or merge are never read. Check "
+        "that the credentials may call kinesis:ListShards and kinesis:DescribeStreamSummary on the stream "
+        "(AccessDenied), or the account's control-plane limits (throttling), and start the query again: it goes "
+        "on from its checkpoint."
+    )
+
+
+def test_failures_within_one_interval_count_once():
+    """A closure's forced listings retry within an interval: they count as one failure of the six."""
+    denied = StreamAccessError("throttled")
+    proxy, clock = Proxy(*([denied] * 12)), Clock()
+    found = discovery_of(proxy, clock)
+    for _interval in range(5):
+        found.refresh(A, states("s0"), force=True, cutoff_ms=None)
+        clock.now += 999  # (just under the 1 s interval: the next failure is still in the same one)
+        found.refresh(A, states("s0"), force=True, cutoff_ms=None)
+        clock.now += 1
+    with pytest.raises(StreamAccessError, match="failed 6 times in a row"):
+        found.refresh(A, states("s0"), force=True, cutoff_ms=None)
 
 
 def test_a_deleted_stream_ends_the_query_and_a_recreated_one_too():
@@ -178,6 +197,27 @@ def test_a_known_shard_gone_before_its_end_is_a_loss_naming_where_it_was(caplog)
         )
     assert caplog.messages[-1] == f"{text}; failOnDataLoss=false: going on and go on with their children"
     assert out["s0"].finished and "s1" in out
+
+
+def test_several_shards_gone_before_their_end_are_named_each_with_where_it_was():
+    known = {"s0": ShardState(Position.after("5")), "s2": ShardState(Position.trim_horizon())}
+    with pytest.raises(DataLossError) as info:
+        discovery_of(Proxy([shard("s1", "s0")]), Clock()).refresh(A, known, force=True, cutoff_ms=None)
+    assert str(info.value).startswith(
+        f"Kinesis stream {A}: shards s0 (from after sequence number 5), s2 (from TRIM_HORIZON) went past "
+        "retention before they were read to their end;"
+    )
+
+
+def test_several_unread_shards_whose_parents_went_past_retention_are_named():
+    known = {
+        "s0": ShardState(Position.shard_end()),
+        "s1": ShardState(Position.trim_horizon(), parents=("s0",)),
+        "s2": ShardState(Position.trim_horizon(), parents=("s0",)),
+    }
+    listed = [shard("s1", "s0"), shard("s2", "s0")]
+    with pytest.raises(DataLossError, match=f"Kinesis stream {A}: shards s1, s2 have not been read yet"):
+        discovery_of(Proxy(listed), Clock()).refresh(A, known, force=True, cutoff_ms=None)
 
 
 def test_unread_shards_whose_parents_went_past_retention_are_a_loss():
