@@ -236,3 +236,22 @@ def test_a_large_millis_behind_latest_comes_through_the_scan(behind: int) -> Non
     body = _body(Records=[_record(0, b"x")], NextShardIterator="AAAA", MillisBehindLatest=behind)
     assert scan(body) is not None
     assert decode(body)["MillisBehindLatest"] == behind
+
+
+def test_the_clients_parser_decodes_getrecords_itself_and_leaves_other_calls_to_botocore() -> None:
+    """The parser factory registered on the connector's clients (aws/client.py): the JSON protocol's
+    parser hands GetRecords bodies to `decode` and every other output to botocore's parser."""
+    from pyspark_kinesis.aws.get_records import ParserFactory, Records
+
+    factory = ParserFactory()
+    parser = factory.create_parser("json")
+    body = _body(Records=[_record(0, b"abc")], NextShardIterator="it", MillisBehindLatest=0)
+    response = {"body": body, "headers": {}, "status_code": 200}
+    parsed = parser.parse(response, SHAPE)
+    assert isinstance(parsed["Records"], Records) and parsed["NextShardIterator"] == "it"
+    model = botocore.session.get_session().get_service_model("kinesis")
+    summary_shape = model.operation_model("DescribeStreamSummary").output_shape
+    summary = {"StreamDescriptionSummary": {"StreamName": "s", "OpenShardCount": 2}}
+    other = parser.parse({"body": orjson.dumps(summary), "headers": {}, "status_code": 200}, summary_shape)
+    assert other["StreamDescriptionSummary"]["OpenShardCount"] == 2
+    assert not isinstance(factory.create_parser("query"), JSONParser)  # (other protocols: botocore's own)
