@@ -232,3 +232,61 @@ def test_the_encoder_frames_what_fastavro_and_the_decoder_read_back():
         encoder.encode({"id": "seven", "item": "x", "qty": None})
     with pytest.raises(ValueDoesNotFit, match="no value and no default for item"):
         encoder.encode({"id": 1})
+
+
+def test_a_record_that_does_not_decode_is_named_with_its_version_and_the_policy_to_keep_it():
+    other_id = str(uuid.uuid4())
+    other = {"type": "record", "name": "Order", "fields": [{"name": "item", "type": "string"}]}
+    DEFINITIONS[other_id] = orjson.dumps(other).decode()
+    data = pa.array([None, framed(other_id, other, {"item": "x"})])
+    with pytest.raises(CorruptRecordError) as failed:
+        decoder().decode(data, where)
+    text = str(failed.value)
+    assert text.startswith(
+        f"{where(1)}: written with schema version {other_id}, it does not decode into the reader's schema ("
+    )
+    assert text.endswith(
+        "). Set onDecodeError=column to keep such records as raw bytes with the reason in valueError."
+    )
+    kept = decoder(on_error="column").decode(data, where)
+    assert kept.errors is not None and kept.errors.to_pylist()[0] is None
+    assert kept.errors.to_pylist()[1] == text[len(where(1)) + 2 : text.index(". Set onDecodeError")]
+
+
+def test_a_registered_definition_that_does_not_parse_is_the_records_error():
+    broken_id = str(uuid.uuid4())
+    values = GlueValues(
+        DEFINITIONS[V2_ID], {**DEFINITIONS, broken_id: "{not json"}.__getitem__, on_error="column"
+    )
+    kept = values.decode(pa.array([framed(broken_id, V1, {"id": 1, "item": "a"})]), where)
+    assert kept.values.to_pylist() == [None]
+    (error,) = kept.errors.to_pylist()
+    assert (
+        error == "unexpected character, expected a string key: line 1 column 2 (char 1)"
+    )  # (the parser's words)
+
+
+def test_the_error_column_is_text_even_when_every_record_decodes():
+    kept = decoder(on_error="column").decode(pa.array([framed(V1_ID, V1, {"id": 1, "item": "a"})]), where)
+    assert kept.errors is not None and kept.errors.type == pa.string() and kept.errors.to_pylist() == [None]
+    assert decoder().decode(pa.array([framed(V1_ID, V1, {"id": 1, "item": "a"})]), where).errors is None
+
+
+def test_avro_is_the_default_format():
+    assert isinstance(GlueValues(DEFINITIONS[V1_ID], DEFINITIONS.__getitem__).codec, avro_types.AvroValues)
+
+
+def test_json_records_with_nulls_and_unframed_ones_decode_as_one_batch_in_their_rows():
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    version = str(uuid.uuid4())
+    lookup = {version: orjson.dumps(schema).decode()}.__getitem__
+    values = GlueValues(lookup(version), lookup, on_error="column", without_header="pass", data_format="JSON")
+
+    def json_framed(doc: dict) -> bytes:
+        return bytes([3, 0]) + uuid.UUID(version).bytes + orjson.dumps(doc)
+
+    data = pa.array([json_framed({"n": 1}), None, b'{"n": 9}', json_framed({"n": 3})], type=pa.binary())
+    kept = values.decode(data, where)
+    assert kept.values.to_pylist() == [{"n": 1}, None, None, {"n": 3}]
+    assert kept.errors is not None and kept.errors.type == pa.string()
+    assert kept.errors.to_pylist() == [None] * 4
