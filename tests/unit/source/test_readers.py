@@ -105,7 +105,7 @@ def test_a_reader_resolves_its_streams_checks_metadata_path_and_makes_a_relay_ke
     assert KinesisStreamReader(replace(fan_out, fan_out_relay=False)).relay_key == b""
     unwritable = tmp_path / "file"
     unwritable.write_text("")
-    with pytest.raises(Exception, match="metadataPath"):
+    with pytest.raises(OptionError, match="metadataPath"):
         KinesisStreamReader(replace(config, metadata_path=str(unwritable / "meta")))
 
 
