@@ -263,10 +263,11 @@ def one_round(
 ) -> None:
     """One round: the loop, then the fixed and the whole query, each measured after the same history.
 
-    Why an unmeasured query before the measured fixed one: Spark stops a Python worker idle for a
-    minute (PythonWorkerFactory's IDLE_WORKER_TIMEOUT_NS), so a query right after the loop's long
-    read can pay fresh workers (fork, imports) that the whole query, run right after it, does not: a
-    fixed query measured after the loop cost 8-12 CPU-s, back-to-back queries ~5.
+    Why an unmeasured query before the measured fixed one: the first query after the loop's read costs
+    several times what one run right after another query costs (a fixed cost of 8.6 and then 12.5
+    CPU-s measured after the loop, about 2 back to back). Why is not established: not Spark's
+    one-minute timeout of idle Python workers, since the loop takes 18-40 s. The whole query always
+    followed a query; now the fixed one does too, so their difference is what the data costs.
     """
     cpu, wall = loop()
     row.loop_cpu.append(cpu)
@@ -434,7 +435,9 @@ def markdown_cpu(
         f"{len(rows[0].spark)} rounds a boto3 loop (its own process; one thread per shard, GetRecords Limit "
         "10,000 until drained; its process time around the reads), the connector over the small stream "
         "(the fixed cost) and over the full one (the whole query) take turns "
-        "(`trigger(availableNow=True)` into the noop sink, `local[2]`, byte pacing off). "
+        "(`trigger(availableNow=True)` into the noop sink, `local[2]`, byte pacing off), each measured "
+        "right after a query: an unmeasured read of the small stream goes before the measured one (the "
+        "first query after the loop's read costs several times more, for a reason not established yet). "
         "The connector's CPU is that of every Spark process, counted from /proc (each process's own "
         "time and that of the children it reaped, read at the start and the end, children before "
         "parents; a process that ended but is not reaped yet, such as the query's planner process, "

@@ -58,8 +58,8 @@ class _Meter:
 
 
 def test_a_round_measures_the_fixed_and_the_whole_query_each_right_after_a_query():
-    """Spark stops Python workers idle for a minute: a measured query right after the loop's long read
-    would pay fresh workers that the other does not. Each measured query follows a query."""
+    """The first query after the loop's read costs several times more than one after another query:
+    each measured query follows a query, so the fixed and the whole one have the same history."""
     log: list[str] = []
     r = cpu.CpuRow("memory", 1000, 4, 10)
     cpu.one_round(
