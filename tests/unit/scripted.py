@@ -32,6 +32,24 @@ SPEC = replace(
 SHARD = "shardId-000000000001"
 
 
+def task_config(meta: str, **options: str) -> Any:
+    """A streaming source's options for a task's read of SPEC (no network: the tests stand the API in),
+    its batch-end records under `meta`."""
+    return replace(
+        parse_options(
+            {
+                "streamName": "orders",
+                "region": "eu-west-1",
+                "endpointUrl": "http://127.0.0.1:9",
+                "metadataPath": meta,
+                **options,
+            },
+            streaming=True,
+        ),
+        streams=(SPEC,),
+    )
+
+
 def client_error(
     code: str, message: str = "", operation: str = "GetRecords", status: int = 400
 ) -> ClientError:

@@ -1,8 +1,8 @@
 """What the driver says about the batch-end records it reads back (src/pyspark_kinesis/source/driver/
-recorded.py and ledger.py), word for word: a task that never ran, a record deleted from under a batch
-that ran, records gone with the batch's planned marker, a batch planned before a restart, and the
-records of a query whose driver died before its first batch was logged. Planner and batch-end log
-without Spark or a server (planner_fakes.py)."""
+recorded.py and ledger.py), word for word: a task that never ran, records gone with the batch's
+planned marker, a batch planned before a restart, and the records of a query whose driver died before
+its first batch was logged (a record deleted from under a batch that ran: test_restart_paths.py).
+Planner and batch-end log without Spark or a server (planner_fakes.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from pyspark_kinesis.errors import CheckpointMismatchError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver import ledger, recorded
-from pyspark_kinesis.source.state.batch_log import planned_key, task_key
-from tests.unit.planner_fakes import arn, logged, one_stream, read
+from pyspark_kinesis.source.state.batch_log import planned_key
+from tests.unit.planner_fakes import arn, logged, one_stream
 from tests.unit.source.driver.test_restart_paths import dead_pid, forge_beats
 
 A = arn("a")
@@ -33,29 +33,6 @@ def test_a_task_that_never_ran_is_said_with_its_shards(caplog):
         "Batch 0, task 0 never ran (a foreachBatch that used only part of its DataFrame, or none of it): its "
         "shards s0, s1 are read again from the same positions"
     ]
-
-
-def test_a_record_deleted_from_under_a_batch_that_ran_names_it():
-    h = one_stream(idlePollIntervalMs="60000")
-    planner = h.planner()
-    first = planner.next_offset(planner.initial_offset(), None, None)
-    at_tip = {
-        ref: read(Position.trim_horizon(), 4, tip=True, at_ms=h.clock.now) for ref in [(A, "s0"), (A, "s1")]
-    }
-    h.run(first, at_tip)
-    second = planner.next_offset(first, None, None)  # (batch 0's records read: `read.json` says so)
-    task = first.state((A, "s1")).task
-    h.store.delete(task_key(first.token, 0, task))
-    with pytest.raises(CheckpointMismatchError) as failed:
-        h.planner().next_offset(logged(first), None, None)
-    assert str(failed.value) == (
-        f"The batch-end record of batch 0, task {task} under metadataPath 'mem://' was deleted after the query "
-        "read it: that task ran and its rows were delivered, so its shards cannot be read again from the "
-        "batch's start without duplicates, nor from its end, which only the record held. Restore the record "
-        "(metadataPath must be kept as the query writes it: exclude it from cleanups and expiry rules), or "
-        "start over with a new checkpointLocation and metadataPath."
-    )
-    assert second.batch == 1
 
 
 def test_records_gone_with_the_batchs_planned_marker_say_the_metadata_path_changed():

@@ -130,8 +130,15 @@ def test_a_record_deleted_after_the_driver_read_it_is_loud_not_a_task_that_never
     assert planner.next_offset(second, None, None) is second  # idle: planned from batch 1, nothing new
     task = second.state((A, "s0")).task
     h.store.delete(task_key(second.token, second.batch, task))  # by hand, or an expiry rule
-    with pytest.raises(CheckpointMismatchError, match="was deleted after the query read it"):
+    with pytest.raises(CheckpointMismatchError) as failed:
         h.planner().next_offset(logged(second), None, None)  # a restart plans from batch 1 again
+    assert str(failed.value) == (
+        f"The batch-end record of batch 1, task {task} under metadataPath 'mem://' was deleted after the query "
+        "read it: that task ran and its rows were delivered, so its shards cannot be read again from the "
+        "batch's start without duplicates, nor from its end, which only the record held. Restore the record "
+        "(metadataPath must be kept as the query writes it: exclude it from cleanups and expiry rules), or "
+        "start over with a new checkpointLocation and metadataPath."
+    )
 
 
 def test_a_task_that_never_ran_is_still_closed_after_a_restart():

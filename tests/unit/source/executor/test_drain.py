@@ -21,28 +21,14 @@ from pyspark_kinesis.source.executor.columns import Columns
 from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.state.batch_log import BatchEndLog
 from pyspark_kinesis.source.state.offsets import ShardEnd, ShardPlan, SourceOffset, TaskEnd, TaskPlan
-from tests.unit.scripted import SHARD, SPEC, FakeProxy
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, task_config
 from tests.unit.source.executor.test_replay_property import ShardPages, build_shard
 
 STREAM = SPEC.arn
 
 
 def config(meta: str, limit: int):
-    return replace(
-        parse_options(
-            {
-                "streamName": "orders",
-                "region": "eu-west-1",
-                "endpointUrl": "http://127.0.0.1:9",
-                "metadataPath": meta,
-                "maxRecordsPerShard": str(limit),
-                "maxFetchTimeMs": "5000",
-                "drainInOneBatch": "true",
-            },
-            streaming=True,
-        ),
-        streams=(SPEC,),
-    )
+    return task_config(meta, maxRecordsPerShard=str(limit), maxFetchTimeMs="5000", drainInOneBatch="true")
 
 
 def plan(task: int = 0) -> TaskPlan:

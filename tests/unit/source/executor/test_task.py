@@ -18,10 +18,9 @@ from pyspark_kinesis.source.executor import task
 from pyspark_kinesis.source.executor.iterator_cache import ITERATORS
 from pyspark_kinesis.source.executor.modes import polling
 from pyspark_kinesis.source.executor.pacing import ITERATOR_PACER
-from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.state.batch_log import BatchEndLog
 from pyspark_kinesis.source.state.offsets import BackfillPlan, ShardPlan, TaskPlan
-from tests.unit.scripted import SHARD, SPEC, FakeProxy
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, task_config
 
 STREAM = SPEC.arn
 OTHER_SHARD = "shardId-000000000002"
@@ -92,20 +91,7 @@ def quiet(monkeypatch):
 
 
 def config(meta: str, **options: str):
-    return replace(
-        parse_options(
-            {
-                "streamName": "orders",
-                "region": "eu-west-1",
-                "endpointUrl": "http://127.0.0.1:9",
-                "metadataPath": meta,
-                "maxFetchTimeMs": "3000",
-                **options,
-            },
-            streaming=True,
-        ),
-        streams=(SPEC,),
-    )
+    return task_config(meta, **{"maxFetchTimeMs": "3000", **options})
 
 
 def piece(shard: str = SHARD, max_records: int = -1, max_bytes: int = -1, **kw: Any) -> ShardPlan:
