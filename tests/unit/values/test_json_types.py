@@ -17,15 +17,13 @@ from pyspark.sql.types import (
 
 from pyspark_kinesis.values.avro_types import UnsupportedSchema
 from pyspark_kinesis.values.json_types import MAX_DEPTH, parse, spark_type
+from tests.unit.parser_words import orjson_words
 
 
 def test_a_definition_that_is_not_a_json_object_is_refused():
     with pytest.raises(UnsupportedSchema) as bad:
         parse("{nope")
-    assert (
-        str(bad.value)
-        == "not valid JSON (unexpected character, expected a string key: line 1 column 2 (char 1))"
-    )
+    assert str(bad.value) == f"not valid JSON ({orjson_words('{nope')})"
     with pytest.raises(UnsupportedSchema) as listed:
         parse("[1]")
     assert str(listed.value) == "a JSON Schema must be an object"
