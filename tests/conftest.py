@@ -27,7 +27,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--suite",
         choices=("default", "slow", "all"),
         default="default",
-        help="default: every test but those marked slow (the README's test command, ~29 min on 2 cores); "
+        help="default: every test but those marked slow (the README's test command, 15-37 min on 2 cores); "
         "slow: only those (driver and executor kills, the standalone cluster, the chaos smoke run); all: both. "
         "A test named by its file::name id runs whatever the suite",
     )
