@@ -20,6 +20,7 @@ import pytest
 
 from pyspark_kinesis.errors import StreamAccessError
 from pyspark_kinesis.source.agent import link
+from tests.unit.source.driver.test_restart_paths import dead_pid
 
 
 @pytest.fixture
@@ -160,13 +161,6 @@ def test_a_directory_that_cannot_be_made_is_an_error_saying_what_the_agent_needs
 
 
 # -- the agent's end ------------------------------------------------------------------------------
-def gone_pid() -> int:
-    """A process id whose process has ended (and been reaped)."""
-    done = subprocess.Popen(["true"])
-    done.wait()
-    return done.pid
-
-
 @pytest.mark.parametrize("log_text", ["", "a warning\n"])
 def test_an_agent_whose_owner_is_gone_ends_and_leaves_nothing_but_a_log_worth_reading(temp, log_text):
     from pyspark_kinesis.source.agent import process
@@ -174,7 +168,7 @@ def test_an_agent_whose_owner_is_gone_ends_and_leaves_nothing_but_a_log_worth_re
     path = link.socket_path(12)
     path.with_suffix(".lock").write_text("")
     path.with_suffix(".log").write_text(log_text)
-    serving = threading.Thread(target=process.serve, args=(str(path), gone_pid(), lambda spec: None))
+    serving = threading.Thread(target=process.serve, args=(str(path), dead_pid(), lambda spec: None))
     serving.start()
     serving.join(10)
     assert not serving.is_alive()

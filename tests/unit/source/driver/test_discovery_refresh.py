@@ -15,7 +15,7 @@ from pyspark_kinesis.model import Position, ShardInfo
 from pyspark_kinesis.source.driver import discovery
 from pyspark_kinesis.source.driver.discovery import ShardDiscovery
 from pyspark_kinesis.source.state.offsets import ShardState
-from tests.unit.planner_fakes import arn, config
+from tests.unit.planner_fakes import Clock, arn, config
 
 A = arn("a")
 
@@ -45,14 +45,6 @@ class Proxy:
 
     def deleted(self) -> StreamNotFoundError:
         return StreamNotFoundError("the stream was deleted while the query ran")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def discovery_of(proxy: Proxy, clock: Clock, **options: str) -> ShardDiscovery:

@@ -14,6 +14,7 @@ from pyspark_kinesis.model import Position, ShardRef
 from pyspark_kinesis.source.driver import tip_probe
 from pyspark_kinesis.source.driver.tip_probe import ITERATOR_FOR_MS, TipProbe
 from pyspark_kinesis.source.state.offsets import ShardState
+from tests.unit.planner_fakes import Clock
 
 A, B = "arn:a", "arn:b"
 AT = Position.after("100")
@@ -37,14 +38,6 @@ class Looks:
             self.looks.asked.append((self.key, sid, position, iterator))
             n = len(self.looks.asked)
             return self.looks.answers.get(sid, TipAnswer(False, f"it-{n}"))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def probe(interval_ms: int = 1000) -> tuple[TipProbe, Looks, Clock]:
