@@ -7,9 +7,10 @@ faster than orjson builds Python objects. Its rules are not the per-record ones 
 result is used only where it is the per-record result, and a declined batch is decoded record by record
 (which also names the record that does not decode). Where they differ, and what guards each:
 
-- Arrow reads NaN and Infinity, and invalid UTF-8, which orjson refuses: a batch with a non-finite
-  double is declined, and so is one whose bytes are not UTF-8 (checked before Arrow reads them: it
-  passes invalid bytes in a key or value it skips).
+- Arrow reads NaN, Inf and Infinity, and invalid UTF-8, which orjson refuses, also in a value it
+  skips (a field the schema lacks): a batch is declined when its bytes are not UTF-8 or hold `NaN` or
+  `Inf` where a value starts (after `:`, `,` or `[`). A pattern cannot tell a string's inside, so a
+  string such as "a, Info" declines its batch too: only slower, the values are the same.
 - A root `null` crashes Arrow's reader (pyarrow 26) when it comes first, and is a row of nulls later;
   the bodies are joined one per line, so only bodies whose first byte is `{` and last byte is `}` go
   to it, and it must return one row per body. Then each body is one object: a line starting with `{`
@@ -33,6 +34,7 @@ per-record pass over every body, the cost this module removes.
 from __future__ import annotations
 
 import datetime
+import logging
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,6 +53,8 @@ from pyspark.sql.types import (
 
 from .json_types import _timestamp
 
+log = logging.getLogger(__name__)
+
 # Forms both Arrow's cast and Python's fromisoformat (3.11+) read, to the same instant. Year 0 is
 # left out: Arrow reads it, Python has none.
 _YEAR = r"(000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d\d\d)"
@@ -62,6 +66,10 @@ _ZONED = _NAIVE[:-1] + r"(Z|[+-]\d{2}:\d{2})$"
 _UTC = pa.timestamp("us", tz="UTC")
 _MAX_BLOCK = 2**31 - 2  # Arrow's reader takes one block of at most this many bytes
 _OPEN, _CLOSE = pa.scalar(b"{", pa.binary()), pa.scalar(b"}", pa.binary())
+
+
+# NaN or Inf (Infinity) where a JSON value starts: after a colon, a comma or a bracket.
+_NON_FINITE_TOKEN = r"[:,\[]\s*-?(NaN|Inf)"
 
 
 class Declined(Exception):
@@ -105,8 +113,10 @@ class JsonBatch:
             first, last = pc.binary_slice(bodies, 0, 1), pc.binary_slice(bodies, -1, _MAX_BLOCK)
             if not (pc.all(pc.equal(first, _OPEN)).as_py() and pc.all(pc.equal(last, _CLOSE)).as_py()):
                 return None
-            # Arrow's reader passes invalid UTF-8 in what it skips (a key or value the schema lacks).
-            bodies.cast(pa.string())
+            # Arrow's reader passes invalid UTF-8, NaN and Inf in what it skips (a field the schema lacks).
+            text = bodies.cast(pa.string())
+            if _non_finite(text):
+                raise Declined("NaN or Inf where a value starts")
             one = pa.ListArray.from_arrays(pa.array([0, len(bodies)], pa.int32()), bodies)
             joined = pc.binary_join(one, b"\n")[0].as_buffer()
             if joined.size > _MAX_BLOCK:
@@ -125,8 +135,22 @@ class JsonBatch:
             columns = [column.combine_chunks() for column in table.columns]
             root = pa.StructArray.from_arrays(columns, fields=list(self.schema))
             return _finish(root, self.strict, None).cast(self.arrow)
-        except (pa.ArrowException, Declined):
+        except Declined as why:
+            # (debug: a batch decoded record by record costs about ten times more; this says why)
+            log.debug("%d JSON bodies decoded record by record: %s", len(bodies), why)
             return None
+        except pa.ArrowException as error:  # (its text may quote a record: the kind only)
+            log.debug(
+                "%d JSON bodies decoded record by record: Arrow's %s", len(bodies), type(error).__name__
+            )
+            return None
+
+
+def _non_finite(text: pa.Array) -> bool:
+    """Whether a body may hold a NaN or Inf token: the pattern runs only when the plain bytes occur."""
+    if not any(pc.any(pc.match_substring(text, token)).as_py() for token in ("NaN", "Inf")):
+        return False
+    return bool(pc.any(pc.match_substring_regex(text, _NON_FINITE_TOKEN)).as_py())
 
 
 def _finish(array: pa.Array, kind: DataType, present: pa.Array | None) -> pa.Array:
@@ -147,10 +171,6 @@ def _finish(array: pa.Array, kind: DataType, present: pa.Array | None) -> pa.Arr
         values = _finish(array.values, kind.elementType, None)
         mask = array.is_null() if array.null_count else None
         return pa.ListArray.from_arrays(array.offsets, values, mask=mask)
-    if isinstance(kind, DoubleType):
-        if pc.any(pc.invert(pc.is_finite(array))).as_py():
-            raise Declined("NaN or Infinity")
-        return array
     if isinstance(kind, TimestampType):
         return _temporal(array, _UTC, ((_ZONED, _UTC), (_NAIVE, pa.timestamp("us"))), _timestamp)
     if isinstance(kind, DateType):
