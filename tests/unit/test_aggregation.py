@@ -321,6 +321,29 @@ def test_a_misplaced_aggregate_is_said_and_only_its_records_outside_the_landed_s
     assert agg.resent == 2 + 5
 
 
+def test_the_landed_shards_bounds_hold_records_and_a_re_sent_one_keeps_its_explicit_hash_key():
+    from pyspark_kinesis.sink.packing import Aggregator
+    from pyspark_kinesis.sink.producing import Entry
+
+    router = four_shards()
+    low, high = router.ranges["s1"]  # (the shard the aggregate landed in)
+    members = (
+        ("a", str(low), b"at the low bound"),
+        ("b", str(high), b"at the high bound"),
+        ("c", str(high + 1), b"just above"),
+        ("d", str(low - 1), b"just below"),
+    )
+    entry = Entry("orders", b"agg", "a", None, 7, shard="s9", members=members)
+    out = Collected()
+    asked: list[tuple[str, bool]] = []
+    agg = Aggregator(out, 1000, lambda stream, every: asked.append((stream, every)) or router)
+    agg._resend([(entry, "s1")])
+    agg.flush()
+    assert asked == [("orders", True)] and agg.resent == 2
+    sent = {(e.partition_key, e.hash_key, e.data) for e in out.entries}
+    assert sent == {("c", str(high + 1), b"just above"), ("d", str(low - 1), b"just below")}
+
+
 def test_aggregates_that_keep_landing_elsewhere_fail_the_task_after_a_few_rounds():
     from pyspark_kinesis.errors import SinkWriteError
     from pyspark_kinesis.sink import packing

@@ -141,6 +141,19 @@ def test_the_size_limit_counts_data_and_the_keys_bytes_up_to_the_streams_own_lim
     assert invalid_reason(b"x" * 100, "k", None, max_record_bytes=100).startswith("record is 101 bytes")
 
 
+def test_a_stream_that_places_records_itself_takes_no_partition_key_but_a_bounded_one():
+    """AUTO record distribution (`keyless`): a missing key is an empty one, adding no bytes."""
+    assert invalid_reason(b"x" * MAX_RECORD_BYTES, None, None, keyless=True) is None
+    assert invalid_reason(b"x", "", None, keyless=True) is None
+    assert invalid_reason(b"x" * (MAX_RECORD_BYTES - 1), "kk", None, keyless=True).startswith(
+        "record is 1048577"
+    )
+    assert (
+        invalid_reason(b"x", "k" * (MAX_KEY_CHARS + 1), None, keyless=True)
+        == "partitionKey has 257 characters (at most 256)"
+    )
+
+
 def test_the_first_reason_wins():
     assert invalid_reason(None, "", "x") == "data is null"
     assert invalid_reason(b"x" * MAX_RECORD_BYTES, "", None) == "partitionKey is empty"

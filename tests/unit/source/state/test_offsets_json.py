@@ -43,6 +43,7 @@ ends = st.builds(
     unrun=st.booleans(),
     holder=st.sampled_from(["", "10.0.0.7:41234@1795540618306"]),
     losses=st.lists(st.text(max_size=40), max_size=2).map(tuple),
+    misplaced=st.integers(0, 10**6),
 )
 states = st.builds(
     ShardState,
@@ -74,6 +75,11 @@ def test_a_format_2_offset_entry_comes_back_exactly(state):
     assert ShardState.from_json(state.to_json()) == state
 
 
+@given(states)
+def test_a_format_3_offset_entry_comes_back_exactly(state):
+    assert ShardState.from_compact(state.to_compact()) == state
+
+
 def test_fields_a_record_does_not_have_read_as_their_defaults():
     """Records written before a field existed: each missing key means the dataclass's default."""
     start, end = Position.trim_horizon().to_json(), Position.after("5").to_json()
@@ -81,6 +87,8 @@ def test_fields_a_record_does_not_have_read_as_their_defaults():
         Position.trim_horizon(), Position.after("5")
     )
     assert ShardState.from_json({"pos": end}) == ShardState(Position.after("5"))
+    # (a first record written without its sub-sequence number: 0)
+    assert ShardEnd.from_json({"start": start, "end": end, "fs": "4"}).first == ("4", 0)
 
 
 def test_the_json_keys_are_the_documented_short_ones():
@@ -99,6 +107,7 @@ def test_the_json_keys_are_the_documented_short_ones():
         unrun=True,
         holder="h:1@2",
         losses=("gone",),
+        misplaced=2,
     )
     assert set(end.to_json()) == {
         "start",
@@ -115,6 +124,7 @@ def test_the_json_keys_are_the_documented_short_ones():
         "unrun",
         "h",
         "loss",
+        "mis",
     }
     assert end.to_json()["children"] == "shardId-000000000001,shardId-000000000002"
     plain = ShardEnd(Position.trim_horizon(), Position.after("5")).to_json()
@@ -122,6 +132,30 @@ def test_the_json_keys_are_the_documented_short_ones():
     state = ShardState(Position.after("5"), parents=("p", "q"))
     assert set(state.to_json()) == {"pos", "par", "task", "rec", "byt", "idle", "polled", "closed", "tip"}
     assert state.to_json()["par"] == "p,q"
+    assert TaskEnd("tok", 1, 0, {}).to_json() == {
+        "v": 2,
+        "token": "tok",
+        "batch": 1,
+        "task": 0,
+        "streams": {},
+    }
+
+
+def test_a_newer_format_is_refused_naming_the_record_and_the_versions_read():
+    newer = (
+        "the checkpoint (or metadataPath) was written by a newer version. Run that version, or start over "
+        "with a new checkpointLocation and metadataPath."
+    )
+    with pytest.raises(CheckpointFormatError) as record:
+        TaskEnd.from_json(TaskEnd("tok", 1, 0, {}).to_json() | {"v": 99})
+    assert str(record.value) == (
+        f"The batch-end record is in format version 99; this version of pyspark-kinesis reads versions 2: {newer}"
+    )
+    with pytest.raises(CheckpointFormatError) as offset:
+        SourceOffset.from_json(SourceOffset("tok", 1, {}).to_json() | {"v": 99})
+    assert str(offset.value) == (
+        f"The offset is in format version 99; this version of pyspark-kinesis reads versions 2, 3: {newer}"
+    )
 
 
 def test_a_newer_format_is_refused_with_advice():
