@@ -7,6 +7,7 @@ is gone once closed. The shard read itself is replaced by a recorder (test_drain
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import replace
 
 import pytest
@@ -15,6 +16,7 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor import drain
 from pyspark_kinesis.source.executor.columns import Columns
 from pyspark_kinesis.source.executor.drain import Drain, Spill, end_of_chunks
+from pyspark_kinesis.source.executor.protocol import MAX_THREADS
 from pyspark_kinesis.source.executor.shard_read import ReadStuckError
 from pyspark_kinesis.source.state.offsets import ShardEnd, ShardPlan, TaskPlan
 from tests.unit.scripted import SHARD, SPEC, FakeProxy, task_config
@@ -36,6 +38,7 @@ class Reads:
     def __init__(self, monkeypatch, ends: dict[str, list[ShardEnd]]) -> None:
         self.ends = {shard: list(queue) for shard, queue in ends.items()}
         self.calls: list[dict] = []
+        self.barrier: threading.Barrier | None = None  # (met by every read before it answers, if set)
         reads = self
 
         class Recorded:
@@ -53,6 +56,8 @@ class Reads:
                 self.shard = context.shard
 
             def run(self):
+                if reads.barrier is not None:
+                    reads.barrier.wait()
                 end = reads.ends[self.shard].pop(0)
                 return _cols(self.shard, end.reached.seq or "0"), end
 
@@ -172,6 +177,20 @@ def test_a_task_of_several_shards_gives_each_its_own_end_and_replaces_their_spil
     assert ends[other.ref].records == 2 and len(reads.calls) == 3
     assert stale.path is None and not os.path.exists(stale_path)  # (the replaced spill is closed)
     assert spills[PIECE.ref] is not stale and spills[PIECE.ref].rows == 1 and spills[other.ref].rows == 2
+    for spill in spills.values():
+        spill.close()
+
+
+def test_a_drained_task_reads_up_to_MAX_THREADS_shards_at_once(tmp_path, monkeypatch):
+    """Every read waits until MAX_THREADS of them wait together: it only passes with that many threads."""
+    shards = [f"shardId-{i:012d}" for i in range(MAX_THREADS)]
+    reads = Reads(monkeypatch, {s: [_chunk(Position.after("1"), "2", at_tip=True)] for s in shards})
+    reads.barrier = threading.Barrier(MAX_THREADS, timeout=30)
+    plan = TaskPlan(
+        "tok", 1, 0, tuple(replace(PIECE, shard_id=s) for s in shards), cutoff_ms=None, drain=True
+    )
+    ends = Drain(_config(tmp_path), plan, {STREAM: FakeProxy()}, lambda c: "pages").run(None, spills := {})
+    assert len(ends) == MAX_THREADS and not reads.barrier.broken
     for spill in spills.values():
         spill.close()
 

@@ -258,3 +258,32 @@ def test_what_a_corrupt_aggregate_says(caplog):
         f"{where}: the record starts like a KPL aggregate but is corrupt (bad checksum, truncated or "
         "malformed). Set onCorruptAggregate=passThrough to read such records as plain records."
     )
+
+
+def test_a_batch_read_that_meets_its_ending_position_on_a_pages_last_record_is_done_at_once():
+    limits = ShardLimits(-1, -1, end_at=Position.after("400"))
+    read = BatchCut("orders", "arn", "shardId-0", Position.trim_horizon(), limits, None)
+    read.take(_plain_page(), Position.trim_horizon())
+    assert read.cols.payloads().to_pylist() == [b"r100", b"r200", b"r300", b"r400"]
+    assert read.reached_cutoff and read.stop  # (no further call for a page that can only be past it)
+
+
+def test_a_read_resumed_inside_a_record_drops_what_was_consumed_also_when_the_record_is_plain():
+    page = Records.from_lists(
+        seqs=["200", "300"], keys=["k200", "k300"], data=[b"r200", b"r300"], arrivals=[1.0, 2.0]
+    )
+    read = BatchCut("orders", "arn", "shardId-0", Position.inside("200", 0), ShardLimits(-1, -1), None)
+    read.take(page, Position.inside("200", 0))
+    assert read.cols.payloads().to_pylist() == [b"r300"]
+
+
+def test_a_records_place_is_its_explicit_hash_key_else_the_md5_of_its_key_and_a_range_holds_its_bounds():
+    from pyspark_kinesis.source.executor.cutting import effective_hash_key, misplaced
+
+    assert effective_hash_key("a", None) == int(hashlib.md5(b"a").hexdigest(), 16)
+    assert effective_hash_key("a", "") == effective_hash_key("a", None)
+    assert effective_hash_key("a", "42") == 42
+    assert effective_hash_key("a", "12x") is None  # (not a number: nothing to place it by)
+    assert not misplaced("a", "12x", (0, 1))
+    assert [misplaced("a", str(where), (10, 20)) for where in (9, 10, 20, 21)] == [True, False, False, True]
+    assert not misplaced("a", "5", None)

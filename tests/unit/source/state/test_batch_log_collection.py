@@ -67,9 +67,15 @@ def test_a_query_that_ran_a_batch_is_kept_and_the_walk_goes_on(log):
 def test_folders_that_are_not_queries_are_left_alone(log):
     log.store.put_if_absent("_probe/x.json", b"{}")  # (the connector's own folders start with "_")
     log.store.put_if_absent("not-a-query/x.json", b"{}")  # (no identity record)
+    log.store.put_if_absent("stray/live/12345x.json", b"{}")  # (not a beat's name: not a beat)
+    log.start_query("stray", [STREAM])
     _query(log, "_underscore", None)
-    assert log.collect_abandoned("self") == []
+    assert log.collect_abandoned("self") == ["stray"]  # (never beat: gone)
     assert log.store.list_folders("") == ["_probe", "_underscore", "not-a-query"]
+
+
+def test_a_beat_gone_between_the_listing_and_its_read_says_nothing_of_its_process(log):
+    assert not log._ended("other", NOW_MS)  # (the other query renewed it meanwhile: it runs)
 
 
 def _beat_only(log: BatchEndLog, token: str, beat_ms: int) -> None:
@@ -80,7 +86,7 @@ def _beat_only(log: BatchEndLog, token: str, beat_ms: int) -> None:
 
 
 def test_another_query_keeps_the_path_until_its_window_passes_to_the_millisecond(log):
-    _query(log, "other", NOW_MS - 5_500)
+    _query(log, "other", NOW_MS - 5_000)
     with pytest.raises(CheckpointMismatchError, match=r"\(token other, last seen 5 s ago\)"):
         log.check_alone("self")
     _beat_only(log, "other", NOW_MS - WINDOW_MS + 1)
