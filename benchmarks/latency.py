@@ -6,7 +6,8 @@ import statistics
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,36 @@ class LatencyRun:
     first_batch_s: float  # the query's first batch, start to commit: Python workers start cold
     put: int
     push_interval_s: float | None = None  # efo: the server's median gap between a subscription's events
+    # Spark's progress of every batch in the measured window (`StreamingQueryProgress` as a dict)
+    progress: list[dict[str, Any]] = field(default_factory=list)
+
+
+# The phases of a micro-batch as Spark times them (`durationMs`), in the order they run.
+PHASES = (
+    "latestOffset",
+    "walCommit",
+    "queryPlanning",
+    "getBatch",
+    "addBatch",
+    "commitOffsets",
+    "triggerExecution",
+)
+
+
+def phase_medians(progress: list[dict[str, Any]]) -> dict[str, float]:
+    """Each phase's median milliseconds over the batches that read rows (Spark also reports a batch
+    that planned nothing now and then), and the median gap from one batch's start to the next one's."""
+    batches = [p for p in progress if (p.get("numInputRows") or 0) > 0]
+    out = {
+        phase: statistics.median(p["durationMs"].get(phase, 0) for p in batches)
+        for phase in PHASES
+        if batches and any(phase in p["durationMs"] for p in batches)
+    }
+    starts = sorted(datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")) for p in progress)
+    gaps = [(b - a).total_seconds() * 1000 for a, b in pairwise(starts)]
+    if gaps:
+        out["start to start"] = statistics.median(gaps)
+    return out
 
 
 def run_latency(
@@ -67,6 +98,7 @@ def run_latency(
         endpoint = proxy.endpoint if proxy is not None else server.endpoint
         df = source_df(spark, endpoint, stream, work, **({"consumerType": "efo"} if efo else {}))
         checkpoint = str(work / f"cp-{uuid.uuid4().hex[:8]}")
+        spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # (every batch's timings)
         query = df.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint).start()
         stop = threading.Event()
         put = [0]
@@ -91,6 +123,7 @@ def run_latency(
             query.stop()
             raise RuntimeError("the query did not finish its first two batches within 120 s")
         first_batch_s = query.recentProgress[0]["durationMs"]["triggerExecution"] / 1000.0
+        warm = len(query.recentProgress)
         delays.clear()
         thread = threading.Thread(target=producer)
         thread.start()
@@ -100,10 +133,11 @@ def run_latency(
                 break
             time.sleep(0.1)
         stop.set()
+        progress = list(query.recentProgress)[warm:]
         query.stop()
         spark.stop()
         pushes = push_interval(client, proxy.endpoint, stream) if proxy is not None else None
-    return LatencyRun(delays, first_batch_s, put[0], pushes)
+    return LatencyRun(delays, first_batch_s, put[0], pushes, progress)
 
 
 def push_interval(client: Any, endpoint: str, stream: str, seconds: float = 6.0) -> float:
@@ -225,10 +259,30 @@ def markdown_latency(run: LatencyRun, rate: int, seconds: int, shards: int, kind
                 "|---|---|---|---|---|---|",
                 f"| {run.put:,} | {len(ordered):,} | {p50:.2f} s | {ordered[int(len(ordered) * 0.9)]:.2f} s | "
                 f"{p99:.2f} s | {ordered[-1]:.2f} s |",
+                *phase_table(run),
             ]
         )
         + "\n"
     )
+
+
+def phase_table(run: LatencyRun) -> list[str]:
+    """Where a batch's time goes, from Spark's own timings of the batches in the measured window."""
+    medians = phase_medians(run.progress)
+    if not medians:
+        return []
+    read = sum(1 for p in run.progress if (p.get("numInputRows") or 0) > 0)
+    return [
+        "",
+        f"Where the time goes: the median of Spark's timings (`durationMs`) over the {read} batches that read "
+        f"rows in the window (of {len(run.progress)} it reported). A record waits for the batch under way to "
+        "end, then for the next one: `latestOffset` is the source's planning, `addBatch` the tasks' reads and "
+        "the foreachBatch call, `walCommit`/`commitOffsets` the checkpoint's writes.",
+        "",
+        "| " + " | ".join(medians) + " |",
+        "|" + "---|" * len(medians),
+        "| " + " | ".join(f"{ms:.0f} ms" for ms in medians.values()) + " |",
+    ]
 
 
 # -- 4. API economy ---------------------------------------------------------------------------------

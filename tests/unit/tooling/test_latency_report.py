@@ -1,0 +1,40 @@
+"""The latency benchmark's account of where a batch's time goes (benchmarks/latency.py): medians of
+Spark's phase timings over the batches that read rows, and the gap from one batch's start to the next."""
+
+from __future__ import annotations
+
+from benchmarks.latency import LatencyRun, phase_medians, phase_table
+
+
+def _progress(start: str, rows: int | None, **durations: int) -> dict:
+    return {"timestamp": start, "numInputRows": rows, "durationMs": durations}
+
+
+PROGRESS = [
+    _progress("2026-11-27T00:00:00.000Z", 10, latestOffset=20, addBatch=100, triggerExecution=150),
+    _progress("2026-11-27T00:00:00.200Z", 0, latestOffset=5, triggerExecution=6),  # (planned nothing)
+    _progress("2026-11-27T00:00:00.300Z", 30, latestOffset=40, addBatch=300, triggerExecution=390),
+    _progress("2026-11-27T00:00:00.700Z", None, latestOffset=7, triggerExecution=8),
+    _progress("2026-11-27T00:00:00.800Z", 20, latestOffset=30, addBatch=200, triggerExecution=260),
+]
+
+
+def test_the_phases_are_the_medians_of_batches_that_read_rows_and_the_gap_of_all():
+    assert phase_medians(PROGRESS) == {
+        "latestOffset": 30,
+        "addBatch": 200,
+        "triggerExecution": 260,
+        "start to start": 150.0,  # (gaps 200, 100, 400, 100 ms: every batch Spark reported)
+    }
+    assert phase_medians([]) == {}
+
+
+def test_the_table_names_the_phases_in_the_order_they_run():
+    lines = phase_table(LatencyRun([0.1], 1.0, 1, None, PROGRESS))
+    assert "over the 3 batches that read rows in the window (of 5 it reported)" in lines[1]
+    assert lines[3:] == [
+        "| latestOffset | addBatch | triggerExecution | start to start |",
+        "|---|---|---|---|",
+        "| 30 ms | 200 ms | 260 ms | 150 ms |",
+    ]
+    assert phase_table(LatencyRun([0.1], 1.0, 1)) == []
