@@ -125,3 +125,59 @@ def test_budgets_are_shared_and_a_shard_whose_share_is_zero_waits():
     }
     assert shape.slots(refs, None, None, 0, _info) == {ref: ShardAssignment(i) for i, ref in enumerate(refs)}
     assert shape.slots([], 5, 5, 0, _info) == {}
+
+
+def test_a_merged_shards_two_parents_are_both_renamed_for_the_assigner():
+    seen: list[dict] = []
+
+    def recording(shards, num_tasks, load):
+        seen.extend(dict(s) for s in shards)
+        return assign.hash_mod(shards, num_tasks, load)
+
+    def merged(key: str, sid: str) -> ShardInfo:
+        return (
+            ShardInfo(sid, S0, S1, 0, 2**128 - 1, False)
+            if sid == S2
+            else ShardInfo(sid, None, None, 0, 1, True)
+        )
+
+    assign.register_assigner("recording-merge-for-test", recording)
+    try:
+        shape = BatchShape(config("alpha", "beta", targetTasks="1", shardAssigner="recording-merge-for-test"))
+        shape.assign([(B, S2), (A, S0)], merged)
+    finally:
+        del assign.STRATEGIES["recording-merge-for-test"]
+    child = next(s for s in seen if s["ShardId"] == "1/shardId-000000000002")
+    assert (child["ParentShardId"], child["AdjacentParentShardId"]) == ("1/" + S0, "1/" + S1)
+
+
+def test_one_shard_per_task_keeps_shard_order_whatever_the_load():
+    """(The balanced assigner, given the load, would put the heaviest shard first.)"""
+    shape = BatchShape(config("alpha", maxShardsPerTask="1"))
+    shape.observe({(A, S0): _end(1), (A, S1): _end(10), (A, S2): _end(1000)}, unrun=[])
+    assert shape.assign([(A, S0), (A, S1), (A, S2)], _info) == {(A, S0): 0, (A, S1): 1, (A, S2): 2}
+
+
+def test_starvation_counts_batches_in_a_row():
+    shape = BatchShape(config("alpha"))
+    shape.observe({}, unrun=[(A, S0), (A, S1)])
+    shape.observe({}, unrun=[(A, S1)])
+    assert shape.starved == {(A, S0): 1, (A, S1): 2}
+
+
+def _at_tip() -> ShardEnd:
+    return ShardEnd(Position.trim_horizon(), Position.after("1"), records=1, at_tip=True)
+
+
+def test_an_available_now_run_keeps_the_shards_it_drained_by_read_or_by_look_until_its_cutoff_changes():
+    shape = BatchShape(config("alpha"))
+    assert shape._drained({(A, S0): _at_tip()}, None, None) == set()  # (no cutoff: not AvailableNow)
+    assert shape._drained({(A, S0): _at_tip()}, 50, 100) == set()  # (ends of an earlier run's cutoff)
+    shape.drained_by_look({(A, S1)}, 100)
+    shape.drained_by_look({(A, S2)}, 100)
+    assert shape._drained({(A, S0): _at_tip()}, 100, 100) == {(A, S0), (A, S1), (A, S2)}
+    assert shape._drained({}, 100, 100) == {(A, S0), (A, S1), (A, S2)}  # (kept for the run)
+    shape.drained_by_look({(A, S3)}, 200)  # (a new run: what the last one drained says nothing)
+    assert shape._drained({}, 200, 200) == {(A, S3)}
+    shape.drained_by_look({(A, S1)}, 300)
+    assert shape._drained({}, 250, 300) == set()  # (this run's first planning starts afresh)
