@@ -91,7 +91,7 @@ def test_every_chunk_of_a_first_attempt_is_told_the_tasks_limits_and_names(tmp_p
         tmp_path,
         max_records_per_shard=7,
         max_bytes_per_shard=7_000,
-        max_fetch_time_ms=4_000,
+        max_fetch_time_ms=100_000,
         shard_read_bytes_per_second=123_456,
         fail_on_corrupt_aggregate=True,
         idle_poll_interval_ms=250,
@@ -123,7 +123,7 @@ def test_every_chunk_of_a_first_attempt_is_told_the_tasks_limits_and_names(tmp_p
         assert (limits.max_records, limits.max_bytes, limits.cutoff_ms) == (7, 7_000, 55_000)
         assert (limits.bytes_per_second, limits.closed, limits.hash_range) == (123_456, True, (5, 500))
         assert limits.fail_on_corrupt_aggregate is True and limits.push_wait_s == 0.25
-        assert monotonic + 3.5 < limits.deadline <= drain.time.monotonic() + 4.0
+        assert monotonic + 100 <= limits.deadline <= drain.time.monotonic() + 100
     assert end == {PIECE.ref: end_of_chunks(chunks)}
     assert spills[PIECE.ref].rows == 2
     spills[PIECE.ref].close()

@@ -143,3 +143,9 @@ def test_the_filesystems_options_reach_the_store(monkeypatch):
     )
     BatchEndLog.open("s3://bucket/meta", {"anon": True})
     assert opened == [("s3://bucket/meta", {"anon": True})]
+
+
+def test_a_beat_leaves_names_that_are_not_beats_alone(log):
+    log.store.put_if_absent("tok/live/12345x.json", b"{}")
+    kept = log.beat("tok")
+    assert sorted(log.store.list_records("tok/live")) == sorted(["12345x.json", kept.rsplit("/", 1)[1]])
