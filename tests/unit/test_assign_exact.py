@@ -8,6 +8,7 @@ exhaustive search for the best assignment, and hand-worked bounds."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -173,10 +174,13 @@ def test_assign_defaults_to_balanced():
 
 
 def test_assign_refuses_no_tasks_and_resolve_names_what_it_could_not_find():
-    with pytest.raises(ValueError, match="num_tasks must be at least 1"):
+    with pytest.raises(ValueError, match=r"^num_tasks must be at least 1$"):
         assign.assign([_shard("s0")], 0)
     with pytest.raises(KeyError, match="no-such-assigner"):
         assign.assigner_for("no-such-assigner")
+    assert assign.assigner_for("json:dumps") is json.dumps
+    with pytest.raises(AttributeError):  # (the module is what comes before the first colon)
+        assign.assigner_for("json:dumps:x")
 
 
 def test_one_task_target_without_a_per_task_cap_is_one_task():
