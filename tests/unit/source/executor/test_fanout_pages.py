@@ -357,6 +357,12 @@ def test_an_event_without_a_continuation_ends_the_shard_with_its_children():
     assert (page.ended, page.children) == (True, ("c1", "c2"))
 
 
+def test_the_last_event_of_a_closed_shard_keeps_its_records_and_how_far_behind_it_was():
+    page = source_with(Link())._page(event([101, 102], behind=300, next_iterator=None))
+    assert [s.as_py() for s in page.records.seqs] == ["101", "102"]
+    assert (page.behind_ms, page.ended, page.children) == (300, True, ())  # (no ChildShards given)
+
+
 def test_an_empty_event_keeps_the_position():
     pages = source_with(Link())
     pages._page(event([], behind=500))
@@ -407,6 +413,18 @@ def test_an_open_shard_and_a_page_with_records_are_never_confirmed():
     assert source_with(Link(), proxy, closed=True)._page(event([101], behind=0)).behind_ms == 0
     assert source_with(Link(), proxy, closed=True)._page(event([], behind=9)).behind_ms == 9
     assert proxy.calls == []
+
+
+def test_an_end_left_unconfirmed_is_an_empty_page_that_keeps_whether_it_settled():
+    link = Link()
+    link.settled, link.behind = True, 0
+    inside = source_with(link, FakeProxy(), closed=True, seconds=30)
+    inside.position = Position.inside("100", 2)  # (inside an aggregate: not at an end)
+    page = inside.next_page(100)
+    assert page is not None and len(page.records) == 0 and (page.behind_ms, page.settled) == (-1, True)
+    going = FakeProxy(answers=[{"Records": records([]), "NextShardIterator": "n"}])
+    page = source_with(link, going, closed=True, seconds=30).next_page(100)
+    assert page is not None and len(page.records) == 0 and (page.behind_ms, page.settled) == (-1, True)
 
 
 def test_a_settled_quiet_closed_shard_at_the_tip_is_confirmed_too():
