@@ -10,7 +10,11 @@ parts its stream from its range calculator:
   zero waits for a later batch;
 - assignment: the configured assigner groups the shards onto tasks, weighted by each shard's recent
   bytes per batch (`load`), and tasks holding shards whose task did not run last time come first
-  (`starved`), so that a foreachBatch that runs only the first task still moves every shard on.
+  (`starved`), so that a foreachBatch that runs only the first task still moves every shard on. Unless
+  the options set the task count, shards that were light in recent batches share tasks
+  (`light_task_count`): a task costs Spark and its Python worker about as much as reading a few
+  hundred kilobytes, and more tasks than cores run in waves, so a quiet stream's batches would take
+  several times longer than their reads.
 
 It keeps only what it learned from earlier batches (load, starvation, drained shards), all of which a
 restarted driver may forget: the offset it helps build holds every decision.
@@ -18,6 +22,7 @@ restarted driver may forget: the offset it helps build holds every decision.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -29,6 +34,21 @@ from ..state.offsets import ShardEnd, ShardState
 from . import lineage
 
 K = TypeVar("K", bound=Hashable)
+
+# Unless the options set the task count: a task carries shards of at most this many recent bytes per
+# batch together, and at most LIGHT_SHARDS_PER_TASK of them (the shards a task reads at once, the
+# executor's `protocol.MAX_THREADS`: more would read in waves, each with a share of maxFetchTimeMs).
+LIGHT_TASK_BYTES = 1 << 20
+LIGHT_SHARDS_PER_TASK = 16
+
+
+def light_task_count(loads: list[float | None]) -> int:
+    """The tasks a batch of shards with these recent bytes per batch needs (None: not known yet, a
+    task of its own): a task per LIGHT_TASK_BYTES of the known ones, at least one per
+    LIGHT_SHARDS_PER_TASK of them, never more than one per shard."""
+    known = [load for load in loads if load is not None]
+    grouped = max(math.ceil(sum(known) / LIGHT_TASK_BYTES), math.ceil(len(known) / LIGHT_SHARDS_PER_TASK))
+    return min(len(loads), max(1, grouped + len(loads) - len(known)))
 
 
 def split_budget(total: int, shard_ids: list[K], rotate: int) -> dict[K, int]:
@@ -146,6 +166,8 @@ class BatchShape:
             return {}
         config = self.config
         count = assign.task_count(len(refs), config.target_tasks, config.max_shards_per_task)
+        if config.target_tasks is None and config.max_shards_per_task is None:
+            count = light_task_count([self.load.get(ref) for ref in refs])
         if count == len(refs) and config.shard_assigner == "balanced":
             ordered = self._first_the_starved([[ref] for ref in sorted(refs)])  # one task per shard
             return {group[0]: index for index, group in enumerate(ordered)}

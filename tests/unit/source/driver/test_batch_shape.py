@@ -181,3 +181,38 @@ def test_an_available_now_run_keeps_the_shards_it_drained_by_read_or_by_look_unt
     assert shape._drained({}, 200, 200) == {(A, S3)}
     shape.drained_by_look({(A, S1)}, 300)
     assert shape._drained({}, 250, 300) == set()  # (this run's first planning starts afresh)
+
+
+def test_light_task_count_groups_by_recent_bytes_and_at_most_sixteen_shards_a_task():
+    from pyspark_kinesis.source.driver.batch_shape import LIGHT_TASK_BYTES, light_task_count
+
+    assert light_task_count([None, None, None]) == 3  # (nothing known yet: a task each)
+    assert light_task_count([10.0, 20.0, 30.0, 40.0]) == 1
+    assert light_task_count([10.0, None, 30.0]) == 2  # (the unknown one alone)
+    assert light_task_count([LIGHT_TASK_BYTES * 0.6] * 4) == 3  # (2.4 task-loads of bytes)
+    assert light_task_count([LIGHT_TASK_BYTES * 5.0] * 4) == 4  # (never more than one per shard)
+    assert light_task_count([1.0] * 16) == 1 and light_task_count([1.0] * 17) == 2
+    assert light_task_count([0.0]) == 1
+
+
+def test_the_light_rule_matches_the_shards_a_task_reads_at_once():
+    from pyspark_kinesis.source.driver.batch_shape import LIGHT_SHARDS_PER_TASK
+    from pyspark_kinesis.source.executor.protocol import MAX_THREADS
+
+    assert LIGHT_SHARDS_PER_TASK == MAX_THREADS
+
+
+def test_light_shards_share_a_task_unless_the_options_set_the_count():
+    refs = [(A, S0), (A, S1), (A, S2), (A, S3)]
+    light = {ref: _end(100) for ref in refs}
+    shape = BatchShape(config("alpha"))
+    assert set(shape.assign(refs, _info).values()) == {0, 1, 2, 3}  # (no load known: a task each)
+    shape.observe(light, unrun=[])
+    assert set(shape.assign(refs, _info).values()) == {0}
+    shape.observe({(A, S0): _end(5 << 20)}, unrun=[])  # (s0 heavy now: 2.5 MiB on average)
+    grouped = shape.assign(refs, _info)
+    assert len(set(grouped.values())) == 3 and list(grouped.values()).count(grouped[(A, S0)]) == 1
+    for options in ({"targetTasks": "4"}, {"maxShardsPerTask": "1"}):
+        chosen = BatchShape(config("alpha", **options))
+        chosen.observe(light, unrun=[])
+        assert set(chosen.assign(refs, _info).values()) == {0, 1, 2, 3}
