@@ -3,8 +3,9 @@ and a Kinesis proxy with no network, so the loop's rules can be driven page by p
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -161,3 +162,31 @@ def context(
         push_wait_s=push_wait_s,
     )
     return ReadContext(proxy or FakeProxy(), SHARD, limits, until, batch=7, batch_key="tok#7")
+
+
+class ReadRecorder:
+    """Stands in for `ShardRead` in `modules` (a task's or a drained task's reads): records what each read
+    is given, answers with `answer(context, start)` (its columns and end); `barrier`, if set, is met by
+    every read before it answers (reads of one task run in threads)."""
+
+    def __init__(
+        self, monkeypatch: Any, modules: Iterable[Any], answer: Callable[[Any, Position], Any]
+    ) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.barrier: threading.Barrier | None = None
+        lock, recorder = threading.Lock(), self
+
+        class Recorded:
+            def __init__(self, source, context, start, expect, fail_on_data_loss, tip_ms) -> None:
+                call = {"source": source, "context": context, "start": start, "expect": expect}
+                with lock:
+                    recorder.calls.append({**call, "fail": fail_on_data_loss, "tip_ms": tip_ms})
+                self.context, self.start = context, start
+
+            def run(self) -> Any:
+                if recorder.barrier is not None:
+                    recorder.barrier.wait()
+                return answer(self.context, self.start)
+
+        for module in modules:
+            monkeypatch.setattr(module, "ShardRead", Recorded)

@@ -19,7 +19,7 @@ from pyspark_kinesis.source.executor.drain import Drain, Spill, end_of_chunks
 from pyspark_kinesis.source.executor.protocol import MAX_THREADS
 from pyspark_kinesis.source.executor.shard_read import ReadStuckError
 from pyspark_kinesis.source.state.offsets import ShardEnd, ShardPlan, TaskPlan
-from tests.unit.scripted import SHARD, SPEC, FakeProxy, task_config
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, ReadRecorder, task_config
 
 STREAM = SPEC.arn
 OTHER = "shardId-000000000002"
@@ -32,36 +32,15 @@ def _cols(shard: str, *seqs: str) -> Columns:
     return cols
 
 
-class Reads:
-    """Stands in for ShardRead: records each read's arguments, answers from `ends` per shard in order."""
+def Reads(monkeypatch, ends: dict[str, list[ShardEnd]]) -> ReadRecorder:
+    """The drained task's reads recorded, each answering the next of its shard's `ends`."""
+    queues = {shard: list(queue) for shard, queue in ends.items()}
 
-    def __init__(self, monkeypatch, ends: dict[str, list[ShardEnd]]) -> None:
-        self.ends = {shard: list(queue) for shard, queue in ends.items()}
-        self.calls: list[dict] = []
-        self.barrier: threading.Barrier | None = None  # (met by every read before it answers, if set)
-        reads = self
+    def answer(context, _start):
+        end = queues[context.shard].pop(0)
+        return _cols(context.shard, end.reached.seq or "0"), end
 
-        class Recorded:
-            def __init__(self, source, context, start, expect, fail_on_data_loss, tip_ms) -> None:
-                reads.calls.append(
-                    {
-                        "source": source,
-                        "context": context,
-                        "start": start,
-                        "expect": expect,
-                        "fail": fail_on_data_loss,
-                        "tip_ms": tip_ms,
-                    }
-                )
-                self.shard = context.shard
-
-            def run(self):
-                if reads.barrier is not None:
-                    reads.barrier.wait()
-                end = reads.ends[self.shard].pop(0)
-                return _cols(self.shard, end.reached.seq or "0"), end
-
-        monkeypatch.setattr(drain, "ShardRead", Recorded)
+    return ReadRecorder(monkeypatch, [drain], answer)
 
 
 def _chunk(start: Position, seq: str, **kw) -> ShardEnd:

@@ -12,12 +12,12 @@ from dataclasses import replace
 import pytest
 
 from pyspark_kinesis.model import Position
-from pyspark_kinesis.source.executor import task
+from pyspark_kinesis.source.executor import drain, task
 from pyspark_kinesis.source.executor.columns import Columns
 from pyspark_kinesis.source.executor.protocol import MAX_THREADS
 from pyspark_kinesis.source.state.offsets import BackfillPlan, ShardEnd, ShardPlan, TaskPlan
 from pyspark_kinesis.source.value_columns import with_values
-from tests.unit.scripted import SHARD, SPEC, FakeProxy, task_config
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, ReadRecorder, task_config
 
 STREAM = SPEC.arn
 FETCH_S = 100.0  # maxFetchTimeMs / 1000: large, so that a deadline off by a part in 1000 shows
@@ -44,39 +44,14 @@ def _cols(shard: str, n: int) -> Columns:
     return cols
 
 
-class Reads:
-    """Stands in for the task's ShardRead: records each read, answers one row at the tip; `barrier`
-    (if set) is met by every read before it answers."""
+def Reads(monkeypatch) -> ReadRecorder:
+    """The task's reads recorded (a drained task's too), each answering one row at the tip."""
 
-    def __init__(self, monkeypatch) -> None:
-        self.calls: list[dict] = []
-        self.lock = threading.Lock()
-        self.barrier: threading.Barrier | None = None
-        reads = self
+    def answer(context, start):
+        return _cols(context.shard, 1), ShardEnd(start, Position.after("1"), records=1, bytes=1, at_tip=True)
 
-        class Recorded:
-            def __init__(self, source, context, start, expect, fail_on_data_loss, tip_ms) -> None:
-                with reads.lock:
-                    reads.calls.append(
-                        {
-                            "source": source,
-                            "context": context,
-                            "start": start,
-                            "expect": expect,
-                            "fail": fail_on_data_loss,
-                            "tip_ms": tip_ms,
-                        }
-                    )
-                self.context, self.start = context, start
-
-            def run(self):
-                if reads.barrier is not None:
-                    reads.barrier.wait()
-                end = ShardEnd(self.start, Position.after("1"), records=1, bytes=1, at_tip=True)
-                return _cols(self.context.shard, 1), end
-
-        monkeypatch.setattr(task, "ShardRead", Recorded)
-        monkeypatch.setattr(task, "KinesisProxy", lambda spec, **kw: FakeProxy(spec))
+    monkeypatch.setattr(task, "KinesisProxy", lambda spec, **kw: FakeProxy(spec))
+    return ReadRecorder(monkeypatch, [task, drain], answer)
 
 
 def _piece(shard: str = SHARD, **kw) -> ShardPlan:
@@ -146,10 +121,7 @@ def test_a_task_reads_up_to_MAX_THREADS_shards_at_once(tmp_path, monkeypatch):
 
 
 def test_a_drained_task_yields_its_shards_rows_with_the_sources_columns(tmp_path, monkeypatch):
-    from pyspark_kinesis.source.executor import drain
-
-    reads = Reads(monkeypatch)
-    monkeypatch.setattr(drain, "ShardRead", task.ShardRead)  # (the recorder: at the tip, one chunk)
+    reads = Reads(monkeypatch)  # (the drained reads too: at the tip, one chunk)
     cfg = _config(tmp_path)
     plan = TaskPlan("tok", 9, 2, (_piece(), _piece("shardId-000000000002")), cutoff_ms=None, drain=True)
     got = list(task.read_task(cfg, plan))
