@@ -19,7 +19,7 @@ from typing import Any
 from ...aws.subscribe import Subscription
 from ...config.stream_specs import StreamSpec
 from ...model import AFTER, INSIDE, Position, seq_key
-from .spacing import Key, Spacing
+from .spacing import ConsumerShard, Spacing
 
 # A read's events are remembered for a retry of it (`HeldSubscription.rewind`) up to this many payload
 # bytes (a batch's default share of a shard); beyond, a retry subscribes anew as it did before.
@@ -49,7 +49,7 @@ class SubscriptionRequest:
     subscribed_ms: int = 0  # when the shard's last read's subscription was opened, by any agent (0: unknown)
 
     @property
-    def key(self) -> Key:
+    def key(self) -> ConsumerShard:
         return (self.consumer, self.shard)
 
 
@@ -73,7 +73,7 @@ class HeldSubscription:
     """One open subscription and the messages its pump thread has taken from it: ("event", response),
     then ("end", None) or ("error", exception)."""
 
-    def __init__(self, key: Key, subscription: Subscription) -> None:
+    def __init__(self, key: ConsumerShard, subscription: Subscription) -> None:
         self.key, self.subscription = key, subscription
         self.position: Position | None = None  # where a kept subscription continues from
         self.batch = ""  # the batch of the read that holds it (see `SubscriptionHub.next_for`)
@@ -210,8 +210,8 @@ class SubscriptionHub:
         self.client_for = client_for
         self.spacing = Spacing()
         self._lock = threading.Lock()
-        self._kept: dict[Key, HeldSubscription] = {}
-        self._reading: dict[Key, HeldSubscription] = {}  # handed to a read now (see `busy`)
+        self._kept: dict[ConsumerShard, HeldSubscription] = {}
+        self._reading: dict[ConsumerShard, HeldSubscription] = {}  # handed to a read now (see `busy`)
         self._with_records: dict[str, float] = {}  # batches a read has taken records for, since when
         self._reads = 0
         self.idle_since = time.monotonic()
@@ -266,7 +266,7 @@ class SubscriptionHub:
             self._reading[held.key] = held
         return held
 
-    def busy(self, key: Key, relay_key: bytes) -> tuple[str, int] | None:
+    def busy(self, key: ConsumerShard, relay_key: bytes) -> tuple[str, int] | None:
         """(batch, subscribed_ms) of the read of the same query run that holds `key`'s subscription right
         now, or None. A read on another executor that finds the shard's subscription in use by a read of
         its own batch is a second attempt of that read (Spark's speculation): subscribing there would
@@ -279,7 +279,7 @@ class SubscriptionHub:
                 return None
             return held.batch, held.subscribed_ms
 
-    def relay_key_of(self, key: Key) -> bytes | None:
+    def relay_key_of(self, key: ConsumerShard) -> bytes | None:
         """The query run's key of the subscription kept for `key` (or in use by a read: see `busy`), if
         its query run lets other executors continue it."""
         with self._lock:
@@ -289,7 +289,9 @@ class SubscriptionHub:
                 held = held if held is not None and not held.closing else None
             return held.relay_key if held is not None and held.relay_key else None
 
-    def resume(self, key: Key, relay_key: bytes, position: Position, batch: str) -> HeldSubscription | None:
+    def resume(
+        self, key: ConsumerShard, relay_key: bytes, position: Position, batch: str
+    ) -> HeldSubscription | None:
         """For a read on another executor (see `relay`): the subscription kept for `key` by the same
         query run at exactly `position`, or None (the read then subscribes where it runs). Never opens
         one: a remote read brings no stream settings."""

@@ -46,7 +46,7 @@ from ...aws.error_kinds import encode_error
 from ...aws.kinesis import KinesisProxy
 from ...config.stream_specs import StreamSpec
 from . import relay
-from .hub import HeldSubscription, Key, SubscriptionHub
+from .hub import ConsumerShard, HeldSubscription, SubscriptionHub
 from .link import UnixChannel
 
 log = logging.getLogger("pyspark_kinesis.source.agent")
@@ -79,7 +79,7 @@ class _Session:
         self,
         hub: SubscriptionHub,
         relay: Callable[[bool], str],
-        remote: tuple[Key, bytes] | None = None,
+        remote: tuple[ConsumerShard, bytes] | None = None,
     ) -> None:
         """`relay(start)`: this agent's relay address (started first with `start`; "" when none);
         `remote`: for a read from another executor, the (consumer, shard) and the query run's key its

@@ -9,7 +9,7 @@ import time
 SUBSCRIBE_SPACING_S = 1.0  # SubscribeToShard: one call per second per consumer and shard
 RESUBSCRIBE_AFTER_S = 5.0  # ...and ResourceInUseException within 5 s of the last successful one
 
-Key = tuple[str, str]  # (consumer ARN, shard id)
+ConsumerShard = tuple[str, str]  # (consumer ARN, shard id): what the service spaces SubscribeToShard calls by
 
 
 class Spacing:
@@ -20,10 +20,10 @@ class Spacing:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._called: dict[Key, float] = {}
-        self._succeeded: dict[Key, float] = {}
+        self._called: dict[ConsumerShard, float] = {}
+        self._succeeded: dict[ConsumerShard, float] = {}
 
-    def before_subscribe(self, key: Key, elsewhere_ms: int = 0) -> None:
+    def before_subscribe(self, key: ConsumerShard, elsewhere_ms: int = 0) -> None:
         """Wait for the key's turn; `elsewhere_ms`: the wall-clock time of a successful subscription
         another agent made (another executor's clock: never waited on for more than the rule's 5 s)."""
         with self._lock:
@@ -41,7 +41,7 @@ class Spacing:
         if turn > now:
             time.sleep(turn - now)
 
-    def answered(self, key: Key, ok: bool) -> None:
+    def answered(self, key: ConsumerShard, ok: bool) -> None:
         """Spacing counts from the answer: the service saw the call before it answered, so this keeps
         the calls apart as the service sees them."""
         with self._lock:
