@@ -40,10 +40,15 @@ PHASES = (
 )
 
 
+def batches_with_rows(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The batches that read rows (Spark also reports a batch that planned nothing now and then)."""
+    return [p for p in progress if (p.get("numInputRows") or 0) > 0]
+
+
 def phase_medians(progress: list[dict[str, Any]]) -> dict[str, float]:
-    """Each phase's median milliseconds over the batches that read rows (Spark also reports a batch
-    that planned nothing now and then), and the median gap from one batch's start to the next one's."""
-    batches = [p for p in progress if (p.get("numInputRows") or 0) > 0]
+    """Each phase's median milliseconds over the batches that read rows, and the median gap from one
+    batch's start to the next one's."""
+    batches = batches_with_rows(progress)
     out = {
         phase: statistics.median(p["durationMs"].get(phase, 0) for p in batches)
         for phase in PHASES
@@ -271,7 +276,7 @@ def phase_table(run: LatencyRun) -> list[str]:
     medians = phase_medians(run.progress)
     if not medians:
         return []
-    read = sum(1 for p in run.progress if (p.get("numInputRows") or 0) > 0)
+    read = len(batches_with_rows(run.progress))
     return [
         "",
         f"Where the time goes: the median of Spark's timings (`durationMs`) over the {read} batches that read "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import ClassVar
 
 from aws_kinesis_agg.aggregator import RecordAggregator
 
@@ -16,7 +15,7 @@ from pyspark_kinesis.source.executor import shard_read
 from pyspark_kinesis.source.executor.pages import Page
 from pyspark_kinesis.source.executor.shard_read import ShardRead, fetch_shard
 from pyspark_kinesis.source.state.offsets import ShardEnd
-from tests.unit.scripted import SHARD, SPEC, FakeProxy, ScriptedPages, context, page
+from tests.unit.scripted import SHARD, SPEC, FakeProxy, ReadRecorder, ScriptedPages, context, page
 
 HIGH_KEY = str(2**127 + 5)  # an explicit hash key in the upper half of the key space
 
@@ -65,34 +64,22 @@ def test_a_read_without_a_holder_records_none(monkeypatch):
     assert end.holder == "" and end.records == 2 and end.bytes == 2
 
 
-class Recorded:
-    """Stands in for ShardRead in `fetch_shard`: records what it was given."""
-
-    calls: ClassVar[list[tuple]] = []
-
-    def __init__(self, source, ctx, start, expect, fail_on_data_loss, tip_ms) -> None:
-        Recorded.calls.append((source, ctx, start, expect, fail_on_data_loss, tip_ms))
-
-    def run(self):
-        return None, None
-
-
 def test_fetch_shard_reads_by_polling_and_tells_the_read_its_batch_and_recorded_end(monkeypatch):
-    Recorded.calls = []
-    monkeypatch.setattr(shard_read, "ShardRead", Recorded)
+    reads = ReadRecorder(monkeypatch, [shard_read], lambda _context, _start: (None, None))
     proxy, limits = FakeProxy(SPEC), context().limits
     expect = ShardEnd(Position.trim_horizon(), Position.after("9"), records=3)
     fetch_shard(proxy, SHARD, Position.trim_horizon(), limits)
     fetch_shard(proxy, SHARD, Position.after("2"), limits, expect, False, batch=4, tip_ms=77)
-    (source, first, start, none, fail, tip), (_s, second, start2, recorded, fail2, tip2) = Recorded.calls
-    assert source == "polling" and start == Position.trim_horizon() and none is None
-    assert (fail, tip) == (True, 0)  # (defaults: fail on data loss, the tip not known)
-    assert (first.proxy, first.shard, first.limits, first.until, first.batch) == (
-        proxy,
-        SHARD,
-        limits,
-        None,
-        -1,
+    first, second = reads.calls
+    assert first["source"] == "polling" and first["start"] == Position.trim_horizon()
+    assert (first["expect"], first["fail"], first["tip_ms"]) == (None, True, 0)  # (the defaults)
+    context_of = first["context"]
+    assert (context_of.proxy, context_of.shard, context_of.limits) == (proxy, SHARD, limits)
+    assert (context_of.until, context_of.batch) == (None, -1)
+    assert (second["start"], second["expect"], second["fail"], second["tip_ms"]) == (
+        Position.after("2"),
+        expect,
+        False,
+        77,
     )
-    assert (start2, recorded, fail2, tip2) == (Position.after("2"), expect, False, 77)
-    assert (second.until, second.batch) == (Position.after("9"), 4)
+    assert (second["context"].until, second["context"].batch) == (Position.after("9"), 4)
