@@ -191,7 +191,14 @@ def bench_read(
     if plot:
         reading.plot_throughput(rows, plot)
     if write:
-        report.write_section(write, "bench-read", reading.markdown_throughput(rows, plot))
+        command = "bash scripts/bench.sh read"
+        if counts != [1, 2, 4, 8, 16] or records != 200_000 or size != 1000 or repeat != 3:
+            command += (
+                f" --shards {','.join(map(str, counts))} --records {records} --size {size} --repeat {repeat}"
+            )
+        if plot:
+            command += f" --plot {plot}"
+        report.write_section(write, "bench-read", reading.markdown_throughput(rows, plot, command))
 
 
 MASTERS = typer.Option(

@@ -144,11 +144,12 @@ def run_throughput(
     return rows
 
 
-def markdown_throughput(rows: list[ThroughputRow], plot: str | None) -> str:
+def markdown_throughput(rows: list[ThroughputRow], plot: str | None, command: str) -> str:
+    """The section, naming the exact `command` that printed it (the plot's path included)."""
     lines = [
         "## 2. End to end: the connector against a boto3 loop",
         "",
-        f"Measured {machine()}, with `bash scripts/bench.sh read`, against kinesalite on loopback (which "
+        f"Measured {machine()}, with `{command}`, against kinesalite on loopback (which "
         "shares the two cores with Spark and the readers): per shard count, a stream filled once with "
         f"{rows[0].records:,} records of {rows[0].size:,} B, read to its end by a plain boto3 loop (one thread "
         "per shard, GetRecords with Limit 10,000 until drained) and by the connector "

@@ -56,8 +56,16 @@ def test_a_socket_directory_others_may_enter_is_refused(temp):
 
 
 def test_a_long_temporary_directory_gives_way_to_tmp(monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", "/tmp/" + "x" * 60)
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp/" + "x" * 56)  # 61 characters
     assert link.agent_dir().parent == Path("/tmp")
+    kept = Path(tempfile.mkdtemp(prefix="lk", dir="/tmp"))
+    at_most = kept / ("y" * (60 - len(str(kept)) - 1))  # 60 characters: still short enough
+    at_most.mkdir()
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(at_most))
+        assert len(str(at_most)) == 60 and link.agent_dir().parent == at_most
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
 
 
 class Process:
@@ -74,6 +82,7 @@ class Process:
         return self.code
 
     def wait(self) -> int | None:
+        self.waiter = (threading.current_thread().name, threading.current_thread().daemon)
         self.waited.set()
         return self.code
 
@@ -87,10 +96,14 @@ def test_the_agent_starts_detached_with_the_workers_import_path(temp, monkeypatc
     assert not path.exists()
     assert process.args == [sys.executable, "-m", "pyspark_kinesis.source.agent.process", str(path), "7"]
     assert process.how["env"]["PYTHONPATH"] == os.pathsep.join(p for p in sys.path if p)
+    assert {k: v for k, v in process.how["env"].items() if k != "PYTHONPATH"} == {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH"
+    }  # the worker's environment otherwise (credentials' variables, SPARK_LOCAL_IP...)
     assert process.how["stdin"] == process.how["stdout"] == subprocess.DEVNULL
     assert process.how["stderr"].name == str(path.with_suffix(".log"))
     assert process.how["start_new_session"] is True and process.how["close_fds"] is True
     assert process.waited.wait(5)  # a thread waits for it: no zombie left behind
+    assert process.waiter == ("efo-agent-reaper", True)  # named, and not keeping the worker alive
     assert link._start(path, 7) is Process.made[-1]  # (no socket left: nothing to remove)
 
 
@@ -127,6 +140,7 @@ def test_a_listening_agent_is_joined_and_none_is_started(temp, monkeypatch):
     try:
         sock = link.connect_agent()  # (the default owner: the process that forked this one)
         sock.close()
+        assert not link.socket_path(os.getppid()).with_suffix(".lock").exists()  # no lock taken
         sock = link._start_and_connect(link.socket_path(os.getppid()), os.getppid())
         sock.close()
     finally:
@@ -136,7 +150,10 @@ def test_a_listening_agent_is_joined_and_none_is_started(temp, monkeypatch):
 def test_an_agent_that_starts_listening_is_joined(temp, monkeypatch):
     servers: list[socket.socket] = []
 
+    owners: list[int] = []
+
     def start(path: Path, owner: int) -> Process:
+        owners.append(owner)
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         server.bind(str(path))
         server.listen(1)
@@ -146,7 +163,8 @@ def test_an_agent_that_starts_listening_is_joined(temp, monkeypatch):
     monkeypatch.setattr(link, "_start", start)
     sock = link.connect_agent(10)
     sock.close()
-    assert len(servers) == 1
+    assert len(servers) == 1 and owners == [10]
+    assert link.socket_path(10).with_suffix(".lock").exists()  # started under the path's lock
     servers[0].close()
 
 
@@ -210,3 +228,26 @@ def test_main_serves_the_path_for_the_owner_given(monkeypatch):
     served: list[tuple[str, int]] = []
     monkeypatch.setattr(process, "serve", lambda path, owner: served.append((path, owner)))
     assert process.main(["/tmp/x.sock", "77"]) == 0 and served == [("/tmp/x.sock", 77)]
+
+
+def test_a_starting_agent_is_looked_for_in_short_steps(temp, monkeypatch):
+    """A worker waits for the agent it started by trying its socket every 50 ms, not in long sleeps
+    that would delay the first read of every executor."""
+
+    class Clock:
+        now, sleeps = 0.0, []
+
+        def monotonic(self) -> float:
+            return self.now
+
+        def sleep(self, seconds: float) -> None:
+            self.sleeps.append(seconds)
+            self.now += seconds
+
+    clock = Clock()
+    monkeypatch.setattr(link, "time", clock)
+    monkeypatch.setattr(link, "START_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(link, "_start", lambda path, owner: Process([]))
+    with pytest.raises(StreamAccessError, match="did not start"):
+        link.connect_agent(12)
+    assert len(clock.sleeps) >= 9 and set(clock.sleeps) == {0.05}
