@@ -283,12 +283,12 @@ def test_an_address_that_cannot_be_listened_on_starts_no_relay(monkeypatch, capl
 
 
 def test_an_ipv6_relay_listens_on_ipv6(monkeypatch, no_host_env) -> None:
-    if not socket.has_ipv6:
-        pytest.skip("no IPv6 on this machine")
     try:
-        server = process._RelayServer("::1", SubscriptionHub(lambda spec: None))
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
     except OSError as exc:
         pytest.skip(f"no IPv6 loopback here: {exc}")
+    server = process._RelayServer("::1", SubscriptionHub(lambda spec: None))
     try:
         assert server.address_family == socket.AF_INET6
         assert server.relay_address == f"[::1]:{server.server_address[1]}"
@@ -448,5 +448,36 @@ def test_leftovers_already_gone_are_no_error() -> None:
         (base / "fanout-1.log").write_text("")
         process._remove_leftovers(str(base / "fanout-1.sock"))
         assert not (base / "fanout-1.log").exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_agent_watches_from_a_daemon_thread_and_ends_if_its_socket_is_gone(monkeypatch) -> None:
+    """The watch thread (reaping, owner and idle checks) never keeps the process alive by itself; and
+    an agent whose socket file was removed meanwhile (a successor took the path, or a cleaner) still
+    ends cleanly."""
+    monkeypatch.setattr(process, "IDLE_EXIT_S", 1.0)
+    base = Path(tempfile.mkdtemp(prefix="ag", dir="/tmp"))
+    path = base / "fanout-1.sock"
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            process.serve(str(path), os.getpid(), lambda spec: None)
+        except BaseException as exc:
+            failures.append(exc)
+
+    serving = threading.Thread(target=run)  # (not a daemon, as the agent's main thread is not)
+    serving.start()
+    try:
+        for _wait in range(500):
+            if path.exists():
+                break
+            threading.Event().wait(0.01)
+        watchers = [t for t in threading.enumerate() if t.name == "efo-agent-watch"]
+        assert watchers and all(t.daemon for t in watchers)
+        path.unlink()
+        serving.join(10.0)
+        assert not serving.is_alive() and failures == []
     finally:
         shutil.rmtree(base, ignore_errors=True)

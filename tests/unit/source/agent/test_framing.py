@@ -87,3 +87,27 @@ def test_a_deadline_already_at_hand_reads_nothing(pair, monkeypatch):
     with pytest.raises(TimeoutError) as raised:
         receive_frame(ours, 10, deadline=50.0)
     assert str(raised.value) == "the handshake took longer than its deadline"
+
+
+def test_a_deadline_bounds_a_body_that_keeps_trickling(pair):
+    """Each byte of the body comes well within the socket's own timeout, but the frame as a whole
+    takes longer than the deadline: the deadline still ends it."""
+    ours, theirs = pair
+    ours.settimeout(5.0)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        theirs.sendall(b"\x00\x00\x00\x0a")  # the header at once, then the body a byte every 0.1 s
+        for byte in b"0123456789":
+            if stop.wait(0.1):
+                return
+            theirs.sendall(bytes([byte]))
+
+    sender = threading.Thread(target=trickle)
+    sender.start()
+    try:
+        with pytest.raises(TimeoutError):
+            receive_frame(ours, 100, deadline=time.monotonic() + 0.4)
+    finally:
+        stop.set()
+        sender.join(5)

@@ -155,6 +155,7 @@ def test_a_subscription_nobody_takes_from_is_closed_with_an_error(monkeypatch) -
     kind, error = held.take(1.0) or ("", None)
     assert kind == "error" and isinstance(error, TimeoutError)
     assert str(error) == "no read took this subscription's events for an hour"
+    assert held.take(0.3) is None  # its pump stopped there: no end after the error
 
 
 def test_a_closed_subscription_stops_its_pump_without_an_end(monkeypatch) -> None:
@@ -428,6 +429,17 @@ def test_a_wait_with_settle_still_takes_an_event_that_comes_late() -> None:
     held, _ = hub.open(request(Position.trim_horizon(), batch="t#3"))
     threading.Timer(0.4, lambda: stream.events.put(event([7]))).start()
     assert seqs(hub.next_for(held, 3.0, settle=True)) == ["7"]
+    held.close()
+
+
+def test_a_short_wait_with_settle_still_takes_a_waiting_event() -> None:
+    stream = Finite()
+    client = Client(stream)
+    hub = SubscriptionHub(lambda spec: client)
+    held, _ = hub.open(request(Position.trim_horizon(), batch="t#3"))
+    stream.events.put(event([8]))
+    assert eventually(lambda: held.pending == 1)
+    assert seqs(hub.next_for(held, 0.05, settle=True)) == ["8"]
     held.close()
 
 
