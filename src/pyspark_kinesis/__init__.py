@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 
 def _version() -> str:
-    """The installed distribution's version: pyproject.toml is the one place it is written."""
+    """The installed distribution's version: pyproject.toml is the one place it is written. Read when
+    `__version__` is first asked for, not at import: looking a distribution up scans every entry of
+    sys.path (about 50 ms in Spark's planner process, which every streaming query starts afresh)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -37,8 +39,6 @@ def _version() -> str:
     except PackageNotFoundError:  # (a source tree on sys.path, not installed)
         return "0+unknown"
 
-
-__version__ = _version()
 
 __all__ = [
     # registering the format "kinesis"
@@ -146,6 +146,9 @@ def __getattr__(name: str) -> Any:
     # (the CLI, the assigners, Spark's look for Python data sources) stays light. `DefaultSource` is
     # what Spark registers on its own, without `register()`, wherever the package is installed beside
     # the driver (pyspark/sql/worker/lookup_data_sources.py: every module named pyspark_*).
+    if name == "__version__":
+        globals()["__version__"] = version = _version()
+        return version
     if name == "KinesisDataSource":
         return _data_source()
     if name == "DefaultSource":  # (named "pyspark_kinesis": see datasource.DefaultSource)

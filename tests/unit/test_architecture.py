@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,6 +129,30 @@ def test_the_planners_process_loads_no_reading_code():
     assert "pyspark_kinesis.source.driver.planner" in loaded
     reading = sorted(m for m in loaded if m.startswith("pyspark_kinesis.source.executor"))
     assert not reading, f"the planner's process would load {reading}"
+
+
+def test_a_raw_querys_planning_loads_no_glue_code_nor_pandas():
+    """What a query's planner process imports is paid by every query: the glue format's modules (and
+    pandas, which building an Arrow scalar loads) only when the query uses `valueFormat=glue`, and the
+    package's version only when asked for (looking it up scans sys.path)."""
+    code = "\n".join(
+        [
+            "import json, sys",
+            "import pyspark_kinesis",
+            "assert '__version__' not in vars(pyspark_kinesis)",
+            "import pyspark_kinesis.datasource, pyspark_kinesis.source.readers",
+            "import pyspark_kinesis.source.value_columns, pyspark_kinesis.source.driver.planner",
+            "from pyspark_kinesis.formats import ValueDoesNotFit, codec_of",
+            "from pyspark_kinesis.config.value_format import ValueFormat",
+            "codec_of(ValueFormat())",
+            "print(json.dumps(sorted(m for m in sys.modules if m == 'pandas' or 'glue_' in m)))",
+        ]
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert json.loads(done.stdout) == []
+    import pyspark_kinesis
+
+    assert pyspark_kinesis.__version__ == version("pyspark-kinesis")
 
 
 def test_no_module_is_over_400_lines():

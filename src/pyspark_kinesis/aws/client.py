@@ -31,6 +31,8 @@ from .get_records import ParserFactory
 
 _lock = threading.Lock()
 _clients: dict[tuple[AwsSettings, int | None, str], Any] = {}
+_loader_lock = threading.Lock()
+_loader: Any = None  # botocore's data loader, shared by this process's sessions (see `_new_session`)
 
 
 def _config(settings: AwsSettings, max_attempts: int | None, pool: int, agent: str = "") -> Config:
@@ -46,12 +48,28 @@ def _config(settings: AwsSettings, max_attempts: int | None, pool: int, agent: s
     )
 
 
+def _new_session() -> botocore.session.Session:
+    """A botocore session whose clients decode GetRecords bodies with `get_records.decode`, sharing one
+    data loader with the process's other sessions: a session's loader parses the service model and
+    endpoint files (JSON, several hundred KB) for each client it makes, and a query's planning process
+    makes clients in two sessions (the start-up check's small retry budget, the planner's own), afresh
+    for every query. The first session's loader is kept (it honours AWS_DATA_PATH)."""
+    global _loader
+    session = botocore.session.Session()
+    with _loader_lock:
+        if _loader is None:
+            _loader = session.get_component("data_loader")
+        else:
+            session.register_component("data_loader", _loader)
+    session.register_component("response_parser_factory", ParserFactory())
+    return session
+
+
 def session_for(settings: AwsSettings, max_attempts: int | None = None) -> botocore.session.Session:
     """A botocore session with the settings' credentials: static keys or the default chain, and on
     top of them the assumed role when `role_arn` is set. Its clients decode GetRecords bodies with
     `get_records.decode` (botocore does everything else)."""
-    base = botocore.session.Session()
-    base.register_component("response_parser_factory", ParserFactory())
+    base = _new_session()
     if settings.access_key_id and settings.secret_key:
         base.set_credentials(settings.access_key_id, settings.secret_key, settings.session_token)
     if settings.role_arn is None:
@@ -73,8 +91,7 @@ def session_for(settings: AwsSettings, max_attempts: int | None = None) -> botoc
         role_arn=settings.role_arn,
         extra_args=extra,
     )
-    core = botocore.session.Session()
-    core.register_component("response_parser_factory", ParserFactory())
+    core = _new_session()
     core._credentials = (
         DeferredRefreshableCredentials(  # botocore's documented pattern for refreshable credentials
             refresh_using=fetcher.fetch_credentials, method="assume-role"

@@ -28,7 +28,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 from ..config import value_format
 from ..config.aws_settings import AwsSettings
 from ..config.value_format import SchemaToWrite, ValueFormat
-from ..values.glue_encode import ValueDoesNotFit
+from ..values import ValueDoesNotFit
 
 __all__ = ["ValueCodec", "ValueDoesNotFit", "ValueEncoder", "codec_of", "register_format"]
 

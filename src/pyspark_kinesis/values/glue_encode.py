@@ -16,11 +16,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from . import ValueDoesNotFit  # (defined in the package: see there)
 from .glue_wire import frame
-
-
-class ValueDoesNotFit(ValueError):
-    """A row's value that the schema version cannot encode (a missing field, a wrong type)."""
 
 
 class GlueEncoder(Protocol):

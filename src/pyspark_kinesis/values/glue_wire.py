@@ -23,7 +23,16 @@ HEADER_VERSION = 3
 COMPRESSION_NONE = 0
 COMPRESSION_ZLIB = 5
 HEADER_BYTES = 18
-_PLAIN = pa.scalar(bytes([HEADER_VERSION, COMPRESSION_NONE]), pa.binary())
+
+
+@functools.cache
+def _plain() -> pa.Scalar:
+    """The header's first two bytes when uncompressed, made on first use: building an Arrow scalar
+    loads pandas (pyarrow checks for pandas objects), which a process that only imports this module
+    (a query's planning) does not need."""
+    return pa.scalar(bytes([HEADER_VERSION, COMPRESSION_NONE]), pa.binary())
+
+
 MAX_INFLATED = 64 * 1024 * 1024  # a record inflating beyond this is refused (Kinesis records are <= 10 MiB)
 
 
@@ -75,7 +84,7 @@ def plain_bodies(data: pa.Array) -> pa.Array | None:
     if not len(data) or data.null_count:
         return None
     long_enough = pc.all(pc.greater_equal(pc.binary_length(data), HEADER_BYTES)).as_py()
-    if not long_enough or not pc.all(pc.equal(pc.binary_slice(data, 0, 2), _PLAIN)).as_py():
+    if not long_enough or not pc.all(pc.equal(pc.binary_slice(data, 0, 2), _plain())).as_py():
         return None
     return pc.binary_slice(data, HEADER_BYTES, 2**31 - 1)
 

@@ -1,0 +1,44 @@
+"""The botocore sessions the connector makes (aws/client.py): every session of a process shares one
+data loader, so the service model and endpoint files are parsed once per process, not once per client
+(a query's planning process is new for every query and makes clients in two sessions); each session
+still decodes GetRecords bodies with the connector's parser; a role's session too."""
+
+from __future__ import annotations
+
+from pyspark_kinesis.aws import client
+from pyspark_kinesis.aws.get_records import ParserFactory
+from pyspark_kinesis.config.aws_settings import AwsSettings
+
+SETTINGS = AwsSettings(
+    region="us-east-1", endpoint_url="http://127.0.0.1:9", access_key_id="a", secret_key="b"
+)
+
+
+def test_sessions_share_one_data_loader_and_keep_the_connectors_parser() -> None:
+    first = client.session_for(SETTINGS)
+    second = client.session_for(SETTINGS, max_attempts=2)
+    loader = first.get_component("data_loader")
+    assert second.get_component("data_loader") is loader
+    role = client.session_for(
+        AwsSettings(
+            region="us-east-1",
+            endpoint_url="http://127.0.0.1:9",
+            access_key_id="a",
+            secret_key="b",
+            role_arn="arn:aws:iam::123456789012:role/reader",
+        )
+    )
+    assert role.get_component("data_loader") is loader
+    for session in (first, second, role):
+        assert isinstance(session.get_component("response_parser_factory"), ParserFactory)
+
+
+def test_a_second_client_finds_the_service_model_already_parsed() -> None:
+    made = client.kinesis_client(SETTINGS, max_attempts=3, agent="test-a")
+    loader = client.session_for(SETTINGS).get_component("data_loader")
+    assert made.meta.service_model.service_name == "kinesis"
+    parsed = [key for key in loader._cache if "load_service_model" in str(key)]
+    assert parsed  # (botocore's own cache, keyed by what was loaded)
+    before = len(loader._cache)
+    client.kinesis_client(SETTINGS, max_attempts=4, agent="test-b")
+    assert len(loader._cache) == before  # nothing loaded again
