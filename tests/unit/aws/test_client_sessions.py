@@ -42,3 +42,35 @@ def test_a_second_client_finds_the_service_model_already_parsed() -> None:
     before = len(loader._cache)
     client.kinesis_client(SETTINGS, max_attempts=4, agent="test-b")
     assert len(loader._cache) == before  # nothing loaded again
+
+
+class Collector:
+    """gc's stand-in: counts collections and freezes."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def collect(self) -> int:
+        self.calls.append("collect")
+        return 0
+
+    def freeze(self) -> None:
+        self.calls.append("freeze")
+
+
+def test_long_lived_objects_are_frozen_after_a_collection_once_per_new_client(monkeypatch) -> None:
+    collector = Collector()
+    monkeypatch.setattr(client, "gc", collector)
+    monkeypatch.setattr(client, "FREEZING", True)
+    monkeypatch.setattr(client, "_frozen_with", -1)
+    client.freeze_long_lived()
+    assert collector.calls == ["collect", "freeze"]  # a worker's first task: collected, then frozen
+    client.freeze_long_lived()
+    assert collector.calls == ["collect", "freeze"]  # no client made since: nothing to do
+    client.kinesis_client(SETTINGS, max_attempts=5, agent="test-freeze")
+    client.freeze_long_lived()
+    assert collector.calls == ["collect", "freeze"] * 2  # a client made since: frozen with it
+    monkeypatch.setattr(client, "FREEZING", False)  # PYSPARK_KINESIS_GC_FREEZE=0
+    client.kinesis_client(SETTINGS, max_attempts=6, agent="test-freeze")
+    client.freeze_long_lived()
+    assert collector.calls == ["collect", "freeze"] * 2

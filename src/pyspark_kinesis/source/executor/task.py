@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
+from ...aws.client import freeze_long_lived
 from ...aws.kinesis import KinesisProxy
 from ...errors import CheckpointMismatchError
 from ...model import ShardRef
@@ -98,6 +99,7 @@ def _proxies(config: SourceConfig, plan: TaskPlan) -> dict[str, KinesisProxy]:
 
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     """Run one task of a batch under the protocol above and yield its rows."""
+    freeze_long_lived()
     if plan.drain:  # drainInOneBatch: the same protocol, each shard read in chunks spilled to disk
         for batch in read_drained(config, plan, _proxies(config, plan)):
             yield _rows(batch, config)
@@ -126,6 +128,7 @@ def _rows(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
 def read_backfill(config: SourceConfig, piece: BackfillPlan) -> Iterator[pa.RecordBatch]:
     """One shard of a batch read, from its start to its cutoff (or its end, or its tip), in chunks each
     bounded by the per-shard limits and maxFetchTimeMs."""
+    freeze_long_lived()
     spec = config.stream(piece.stream)
     assert spec is not None, "a batch read's streams come from its own options"
     proxy = KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)

@@ -177,3 +177,19 @@ def test_a_batch_read_that_never_ends_stops_at_the_chunk_bound(tmp_path, monkeyp
     with pytest.raises(task.ReadStuckError) as raised:
         list(task.read_backfill(_config(tmp_path), piece))
     assert str(raised.value) == f"shard {SHARD}: the backfill read 2 chunks without ending"
+
+
+def test_every_kind_of_task_first_freezes_what_the_worker_keeps(tmp_path, monkeypatch):
+    """A stream task, a drained task and a batch read's shard each start with `freeze_long_lived`
+    (aws/client.py: PySpark's daemon collects garbage after every task, over all the worker holds)."""
+    Reads(monkeypatch)
+    frozen: list[str] = []
+    monkeypatch.setattr(task, "freeze_long_lived", lambda: frozen.append("frozen"))
+    cfg = _config(tmp_path)
+    list(task.read_task(cfg, TaskPlan("tok", 9, 2, (_piece(),), None)))
+    list(task.read_task(cfg, TaskPlan("tok", 10, 2, (_piece(),), None, drain=True)))
+    monkeypatch.setattr(
+        task, "fetch_shard", lambda *a: (_cols(SHARD, 1), ShardEnd(a[2], Position.after("1"), at_tip=True))
+    )
+    list(task.read_backfill(cfg, BackfillPlan(STREAM, SHARD, Position.after("0"), True, 10**13)))
+    assert frozen == ["frozen"] * 3
