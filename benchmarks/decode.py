@@ -106,7 +106,7 @@ def run_decode(repeat: int = DECODE_REPEAT) -> list[DecodeRow]:
                 None,
             )
             read.take(decode(body)["Records"], Position.trim_horizon())
-            read.cols.to_arrow()
+            read.cols.to_batches()
 
         times = _timings(
             [
@@ -134,7 +134,7 @@ def markdown_decode(rows: list[DecodeRow]) -> str:
         "in brackets. `botocore` is botocore's JSON parser (what a plain boto3 client does); `msgspec` is the "
         "project's decode by msgspec alone (the bodies the scan leaves to it); `decode` is "
         "`aws.get_records.decode` (the vectorised scan, into Arrow arrays); `path` adds what a task does "
-        "with a response: cut it to the batch's limits and build the Arrow batch. The last column is the "
+        "with a response: cut it to the batch's limits and build its Arrow batch. The last column is the "
         "ratio of the medians. The bodies are the scan's best case, as Kinesis sends plain records: every "
         "record lists its members in the same order, no string holds an escape, no payload is a KPL "
         "aggregate, all payloads have one size; a body the scan does not fully recognise (escapes, "

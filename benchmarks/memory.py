@@ -69,7 +69,7 @@ def child(case: str, size: int) -> dict[str, float]:
             if read.stop:
                 break
         payload = read.n_bytes
-        batch = read.cols.to_arrow()
+        batch = read.cols.to_batches()
         del batch
     else:
         raise ValueError(case)
@@ -119,7 +119,7 @@ def run_memory(rounds: int = ROUNDS) -> list[MemoryRow]:
 LABELS = {
     "decode": "decode one full response (the vectorised scan)",
     "msgspec": "decode one full response by msgspec (bodies the scan leaves to it)",
-    "shard": "one shard's read at the default limits, then its Arrow batch",
+    "shard": "one shard's read at the default limits, then its Arrow batches",
 }
 
 
@@ -132,7 +132,7 @@ def markdown_memory(rows: list[MemoryRow], rounds: int = ROUNDS) -> str:
         "the imports and a warm-up; a cell is how much the peak grew, in MiB and as a multiple of the "
         "payload the case held (median, lowest-highest). A full response is 10,000 records or 10 MB; a "
         "shard's read takes responses until its default limits (100,000 records, 64 MiB) and then builds "
-        "the Arrow batch the task yields.",
+        "the Arrow batches the task yields (one per response taken: the responses' arrays, not copied).",
         "",
         "| case | record size | payload MiB | peak grew MiB | peak / payload |",
         "|---|---|---|---|---|",
@@ -144,11 +144,11 @@ def markdown_memory(rows: list[MemoryRow], rounds: int = ROUNDS) -> str:
     lines += [
         "",
         "A task holds the rows of its shards for one batch until its batch end is recorded, then yields them "
-        "as Arrow record batches (one per shard): per shard it reads, at most "
+        "as Arrow record batches (per shard, one per response taken): per shard it reads, at most "
         "`min(maxRecordsPerShard, its share of maxRecordsPerBatch)` records and "
         "`min(maxBytesPerShard, its share of maxBytesPerBatch)` bytes of payload, which at its peak costs "
         "the multiple in the last rows (the response being decoded, the rows taken so far, and the Arrow "
-        "batch built from them); each further shard fetched at that moment adds a response's decode. "
+        "batches built from them); each further shard fetched at that moment adds a response's decode. "
         "`targetTasks`/`maxShardsPerTask` multiply a task's share by the shards it reads, so lower "
         "`maxBytesPerShard` when grouping many busy shards. Records up to 10 MiB (streams raised with "
         "UpdateMaxRecordSize) fit these bounds: a batch takes at least one record however large, and a "

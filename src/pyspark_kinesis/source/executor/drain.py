@@ -57,16 +57,16 @@ class Spill:
         self.rows = 0
 
     def add(self, cols: Columns) -> None:
-        if not len(cols):
-            return
-        batch = cols.to_arrow()
-        if self._writer is None:
-            handle, self.path = tempfile.mkstemp(prefix="kinesis-drain-", suffix=".arrows", dir=_local_dir())
-            os.close(handle)
-            self._sink = pa.OSFile(self.path, "wb")
-            self._writer = pa.ipc.new_stream(self._sink, batch.schema)
-        self._writer.write_batch(batch)
-        self.rows += batch.num_rows
+        for batch in cols.to_batches():
+            if self._writer is None:
+                handle, self.path = tempfile.mkstemp(
+                    prefix="kinesis-drain-", suffix=".arrows", dir=_local_dir()
+                )
+                os.close(handle)
+                self._sink = pa.OSFile(self.path, "wb")
+                self._writer = pa.ipc.new_stream(self._sink, batch.schema)
+            self._writer.write_batch(batch)
+            self.rows += batch.num_rows
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The rows in the order they were read, a chunk's batch at a time (memory-mapped)."""

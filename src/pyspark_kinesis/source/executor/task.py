@@ -114,8 +114,8 @@ def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     exactly_once(config, plan, read)
     for piece in plan.shards:
         cols, _end = results[piece.ref]
-        if len(cols):
-            yield _rows(cols.to_arrow(), config)
+        for batch in cols.to_batches():
+            yield _rows(batch, config)
 
 
 def _rows(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
@@ -146,8 +146,8 @@ def read_backfill(config: SourceConfig, piece: BackfillPlan) -> Iterator[pa.Reco
             hash_range=piece.hash_range,
         )
         cols, end = fetch_shard(proxy, piece.shard_id, position, limits, None, config.fail_on_data_loss)
-        if len(cols):
-            yield _rows(cols.to_arrow(), config)
+        for batch in cols.to_batches():
+            yield _rows(batch, config)
         if end.reached.is_end or end.reached_cutoff or end.at_tip:
             return
         position = end.reached

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from pyspark_kinesis.aws.get_records import Records
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.executor import drain, task
 from pyspark_kinesis.source.executor.columns import Columns
@@ -193,3 +194,24 @@ def test_every_kind_of_task_first_freezes_what_the_worker_keeps(tmp_path, monkey
     )
     list(task.read_backfill(cfg, BackfillPlan(STREAM, SHARD, Position.after("0"), True, 10**13)))
     assert frozen == ["frozen"] * 3
+
+
+def test_a_shards_rows_reach_spark_as_the_batches_they_were_read_in(tmp_path, monkeypatch):
+    """Rows taken in bulk from two responses and one taken alone reach Spark as three batches in read
+    order, none concatenated (a concatenation copies every payload again)."""
+
+    def response(seqs: list[str]) -> Records:
+        return Records.from_lists(seqs, ["k"] * len(seqs), [b"x"] * len(seqs), [1.0] * len(seqs))
+
+    def answer(context, start):
+        cols = Columns(SPEC.name, STREAM, context.shard)
+        cols.add(response(["1", "2"]), 2)
+        cols.add(response(["3", "4", "5", "6"]), 3)  # (cut after 5)
+        cols.append(b"alone", "k", "9", 0, 2.0)
+        return cols, ShardEnd(start, Position.after("9"), records=6, bytes=6, at_tip=True)
+
+    monkeypatch.setattr(task, "KinesisProxy", lambda spec, **kw: FakeProxy(spec))
+    ReadRecorder(monkeypatch, [task, drain], answer)
+    got = list(task.read_task(_config(tmp_path), TaskPlan("tok", 9, 2, (_piece(),), None)))
+    assert [b.num_rows for b in got] == [2, 3, 1]
+    assert [s for b in got for s in b.column("sequenceNumber").to_pylist()] == ["1", "2", "3", "4", "5", "9"]
