@@ -76,8 +76,8 @@ class Columns:
     def to_batches(self) -> list[pa.RecordBatch]:
         """The rows as Arrow record batches in order, one per chunk: each response's slice as it came
         (bulk) or a run of rows taken one by one. Not concatenated into one: Spark takes the batches as
-        they are, and a concatenation copies every payload once more (a tenth of the executor's CPU
-        per MB at 1 KB records)."""
+        they are, and a concatenation copies every payload once more (at 1 KB records, about a fifth
+        of the executor workers' CPU per MB)."""
         self._flush()
         return [self._batch(chunk) for chunk in self.chunks]
 
