@@ -256,16 +256,9 @@ def test_kpl_aggregates_cut_by_batch_limits_arrive_once(spark, kinesalite, tmp_p
     assert sorted({r["subSequenceNumber"] for r in sink.rows}) == list(range(10))
 
 
-@pytest.mark.parametrize(
-    ("options", "tasks"),
-    [
-        ({"targetTasks": 2}, 2),
-        ({"maxShardsPerTask": 4}, 2),
-        ({"targetTasks": 3, "shardAssigner": "hash_range"}, 3),
-        ({}, 6),
-    ],
-)
-def test_task_count_per_batch_follows_the_options(spark, kinesalite, tmp_path, options, tasks):
+def partitions_per_batch(spark, kinesalite, tmp_path, **options) -> list[int]:
+    """An availableNow run over six shards holding 300 records: each batch's task count (after
+    checking every record arrived once and in shard order)."""
     kin = client(kinesalite.endpoint)
     stream = new_stream(kin, shards=6)
     expected = put(kin, stream, 0, 300, keys=30)
@@ -283,6 +276,20 @@ def test_task_count_per_batch_follows_the_options(spark, kinesalite, tmp_path, o
     run_available_now(spark, df, str(tmp_path / "cp"), sink)
     assert_exactly_once(sink.rows, expected)
     assert_shard_order(sink.rows)
+    return partitions
+
+
+@pytest.mark.parametrize(
+    ("options", "tasks"),
+    [
+        ({"targetTasks": 2}, 2),
+        ({"maxShardsPerTask": 4}, 2),
+        ({"targetTasks": 3, "shardAssigner": "hash_range"}, 3),
+        ({}, 6),
+    ],
+)
+def test_task_count_per_batch_follows_the_options(spark, kinesalite, tmp_path, options, tasks):
+    partitions = partitions_per_batch(spark, kinesalite, tmp_path, **options)
     assert partitions[0] == tasks  # the first batch reads all six shards
     assert max(partitions) <= tasks
 
@@ -291,27 +298,6 @@ def test_light_shards_share_a_task_once_their_load_is_known(spark, kinesalite, t
     """With default options a batch gives each shard whose recent load is unknown a task of its own
     (the first batch), then groups shards that read little into a task per MiB of recent bytes per
     batch (source/driver/batch_shape.py `light_task_count`): here one task for six quiet shards."""
-    kin = client(kinesalite.endpoint)
-    stream = new_stream(kin, shards=6)
-    expected = put(kin, stream, 0, 300, keys=30)
-    partitions: list[int] = []
-
-    class Counting(Collector):
-        def __call__(self, df, batch_id):
-            partitions.append(df.rdd.getNumPartitions())
-            super().__call__(df, batch_id)
-
-    sink = Counting()
-    df = reader(
-        spark,
-        kinesalite.endpoint,
-        stream,
-        str(tmp_path / "meta"),
-        startingPosition="TRIM_HORIZON",
-        maxRecordsPerBatch=60,
-    )
-    run_available_now(spark, df, str(tmp_path / "cp"), sink)
-    assert_exactly_once(sink.rows, expected)
-    assert_shard_order(sink.rows)
+    partitions = partitions_per_batch(spark, kinesalite, tmp_path, maxRecordsPerBatch=60)
     assert len(partitions) >= 3, partitions
     assert partitions[0] == 6 and set(partitions[1:]) == {1}, partitions

@@ -217,11 +217,8 @@ def test_an_unreachable_holder_is_refused_with_its_address() -> None:
         connect("nonsense", "c", "s", KEY)
 
 
-def test_connecting_to_a_holder_whose_backlog_is_full_gives_up_at_the_connect_timeout(monkeypatch) -> None:
-    monkeypatch.setattr(relay, "CONNECT_TIMEOUT_S", 0.3)
-    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
-    address = f"127.0.0.1:{listener.getsockname()[1]}"
-    filler = socket.create_connection(listener.getsockname(), timeout=1.0)  # the one slot the queue has
+def connect_within(address: str, wait_s: float) -> tuple[bool, list[BaseException]]:
+    """`connect` in a thread given `wait_s`: whether it was still waiting then, and what it raised."""
     outcome: list[BaseException] = []
 
     def attempt() -> None:
@@ -232,8 +229,16 @@ def test_connecting_to_a_holder_whose_backlog_is_full_gives_up_at_the_connect_ti
 
     thread = threading.Thread(target=attempt, daemon=True)
     thread.start()
-    thread.join(3.0)
-    alive = thread.is_alive()
+    thread.join(wait_s)
+    return thread.is_alive(), outcome
+
+
+def test_connecting_to_a_holder_whose_backlog_is_full_gives_up_at_the_connect_timeout(monkeypatch) -> None:
+    monkeypatch.setattr(relay, "CONNECT_TIMEOUT_S", 0.3)
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    filler = socket.create_connection(listener.getsockname(), timeout=1.0)  # the one slot the queue has
+    alive, outcome = connect_within(address, 3.0)
     filler.close()
     listener.close()
     assert not alive, "connect waited past its connect timeout"
@@ -243,19 +248,8 @@ def test_connecting_to_a_holder_whose_backlog_is_full_gives_up_at_the_connect_ti
 def test_a_silent_holder_is_given_up_at_the_handshake_timeout(monkeypatch) -> None:
     monkeypatch.setattr(relay, "HANDSHAKE_TIMEOUT_S", 0.3)
     done = threading.Event()
-    outcome: list[BaseException] = []
     with holder(lambda conn: done.wait(10.0)) as address:  # takes the connection, never answers
-
-        def attempt() -> None:
-            try:
-                connect(address, "c", "s", KEY)
-            except BaseException as exc:
-                outcome.append(exc)
-
-        thread = threading.Thread(target=attempt, daemon=True)
-        thread.start()
-        thread.join(3.0)
-        alive = thread.is_alive()
+        alive, outcome = connect_within(address, 3.0)
         done.set()
     assert not alive, "connect waited past its handshake timeout"
     assert isinstance(outcome[0], RelayRefused)
