@@ -20,4 +20,4 @@ def test_the_section_names_its_command_and_lists_every_row():
         "| decode one full response (the vectorised scan) | 100 B | 1.0 | 17 (17-17) | 17.0x (17.0-17.0) |"
         in text
     )
-    assert "| one shard's read at the default limits, then its Arrow batch | 10000 B | 64.0 |" in text
+    assert "| one shard's read at the default limits, then its Arrow batches | 10000 B | 64.0 |" in text
