@@ -166,11 +166,7 @@ class BatchShape:
             return {}
         config = self.config
         count = assign.task_count(len(refs), config.target_tasks, config.max_shards_per_task)
-        if (
-            config.target_tasks is None
-            and config.max_shards_per_task is None
-            and config.consumer_type != "efo"
-        ):
+        if config.target_tasks is None and config.max_shards_per_task is None and not config.fan_out:
             # (not with enhanced fan-out: on two executors, a task holding all of a batch's light
             # shards moved every subscription between executors at once, and records waited seconds
             # (docs/performance.md section 3); why is not established yet, so fan-out keeps a task per shard)

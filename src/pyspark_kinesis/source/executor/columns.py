@@ -101,12 +101,9 @@ class Columns:
 
     def to_arrow(self) -> pa.RecordBatch:
         """The rows as one record batch (for tests and tools; reads hand Spark `to_batches`)."""
-        batches = self.to_batches()
-        if len(batches) == 1:
-            return batches[0]
-        table = pa.Table.from_batches(batches, schema=ARROW_SCHEMA).combine_chunks()
+        table = pa.Table.from_batches(self.to_batches(), schema=ARROW_SCHEMA)
         return pa.RecordBatch.from_arrays(
-            [table.column(i).combine_chunks() for i in range(table.num_columns)], schema=ARROW_SCHEMA
+            [column.combine_chunks() for column in table.columns], schema=ARROW_SCHEMA
         )
 
 
