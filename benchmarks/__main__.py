@@ -292,6 +292,24 @@ def bench_offsets(
         report.write_section(write, "bench-offsets", text)
 
 
+@app.command("planner")
+def bench_planner(
+    shards: str = typer.Option("4,16", help="Comma-separated shard counts."),
+    rounds: int = typer.Option(5, min=1, max=50, help="Fresh planner processes per shard count."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """The connector's CPU in a query's planner process (imports, stream reader, one batch's planning)."""
+    from . import planner_share, report
+
+    counts = [int(s) for s in shards.split(",") if s.strip()]
+    results = planner_share.run(counts, rounds)
+    command = f"bash scripts/bench.sh planner --shards {','.join(map(str, counts))} --rounds {rounds}"
+    text = planner_share.markdown(results, rounds, command)
+    console.print(text)
+    if write:
+        report.write_section(write, "bench-planner", text)
+
+
 _EXTRA_OPTION = typer.Option(None, help="Extra source option KEY=VALUE for the connector (repeatable).")
 
 

@@ -77,6 +77,35 @@ def durable_offsets(checkpoint: Path) -> set[int]:
     return _numbered(checkpoint / "offsets")
 
 
+def tip_positions(checkpoint: Path) -> dict[str, str | None]:
+    """The shards whose entry in an offset Spark logged from its last committed batch on carries a tip
+    time (the query found the shard at the tip at that position: `ShardState.tip_ms`), each with the
+    smallest sequence number those entries give it (None: no entry is a sequence number). Every record
+    of such a shard after that position arrived after the tip was seen, so in a real stream none of them
+    can age out within the retention; the position a restart resumes from is among these entries."""
+    from pyspark_kinesis.source.state.offsets import SourceOffset
+
+    logged = sorted(_numbered(checkpoint / "offsets"))
+    done = _numbered(checkpoint / "commits")
+    first = max(done) if done else (logged[0] if logged else 0)
+    tipped: set[str] = set()
+    smallest: dict[str, int] = {}
+    for batch in (b for b in logged if b >= first):
+        for line in (checkpoint / "offsets" / str(batch)).read_text().splitlines()[2:]:
+            data = json.loads(line) if line.startswith("{") else None
+            if not isinstance(data, dict) or "token" not in data:
+                continue  # another source's offset (the two-source shape)
+            for shards in SourceOffset.from_json(data).streams.values():
+                for shard, state in shards.items():
+                    if state.tip_ms:
+                        tipped.add(shard)
+                    if state.position.seq is not None:
+                        smallest[shard] = min(
+                            smallest.get(shard, int(state.position.seq)), int(state.position.seq)
+                        )
+    return {shard: (str(smallest[shard]) if shard in smallest else None) for shard in tipped}
+
+
 def ran_batches(out: Path) -> set[int]:
     """The batches whose rows reached the output."""
     return {int(p.name.split("=")[1]) for p in out.glob("batch=*") if any(p.glob("*.parquet"))}

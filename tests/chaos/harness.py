@@ -46,6 +46,7 @@ from tests.driver import (
     ran_batches,
     run_driver,
     start_driver,
+    tip_positions,
 )
 from tests.helpers import merge, open_shards, split, wait_active
 from tests.support.cluster import StandaloneCluster
@@ -250,7 +251,14 @@ class ChaosRun:
         run reads with failOnDataLoss=false). The trim is always a record's sequence number, as the
         service's is: a shard whose records were all delivered (a closed parent) is not picked, since
         there a trim past its last record would be a position no server holds (kinesis-local refuses
-        it, and silently moved positions would never reach the shard's end)."""
+        it, and silently moved positions would never reach the shard's end).
+
+        The history stays one a real stream can have: a shard the query found at the tip at a position
+        a restart may resume from (`tip_positions`) holds after it only records that arrived after that
+        moment, seconds ago, which no retention ages out. Such a shard is picked only when no other
+        can be, and then loses just what lies at or before that position (all delivered): its position
+        is gone, nothing it has not read is, and the query must go on without loss (and may say
+        nothing: `LossPolicy.aged_out`'s tip rule)."""
         if not self._ready(cfg):
             return None
         assert self.driver is not None and self.plan.age_out is not None
@@ -273,10 +281,21 @@ class ChaosRun:
             time.sleep(0.2)
         if not later:
             return None
-        shard = self.rng.choice(sorted(later))
-        ahead = sorted(later[shard])
-        unread = self.rng.randint(1, 6)
-        below = ahead[min(unread, len(ahead) - 1)]
+        at_tip = tip_positions(self.work / "cp")
+        lossy = sorted(shard for shard in later if shard not in at_tip)
+        if lossy:
+            shard = self.rng.choice(lossy)
+            ahead = sorted(later[shard])
+            unread = self.rng.randint(1, 6)
+            below = ahead[min(unread, len(ahead) - 1)]
+        else:  # every candidate was at the tip where it resumes: only its position can be gone
+            shards = sorted(shard for shard in later if at_tip[shard] is not None)
+            if not shards:
+                return None
+            shard = self.rng.choice(shards)
+            ahead = sorted(later[shard])
+            held = sorted(int(seq) for s, seq, _data in everything_in(kin, self.stream) if s == shard)
+            below = next((seq for seq in held if seq > int(at_tip[shard] or 0)), ahead[0])
         proxy.aged.mode = self.plan.age_out
         proxy.trim(shard, str(below))
         self.trims[shard] = max(below, self.trims.get(shard, 0))

@@ -67,7 +67,7 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "out of the comparison, and a run without any fails).",
         "",
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
-        "mid-way, which reaches the connector's decoder); `proxy limit/internal` on ListShards and "
+        "mid-way, short of its Content-Length: a closed connection that botocore and the read loop retry); `proxy limit/internal` on ListShards and "
         "GetShardIterator; `proxy in_use/limit/internal` refused SubscribeToShard calls (efo runs); `proxy "
         "subscription ended/reset` every subscription ended by the proxy after 5-20 events, cleanly as Kinesis "
         "ends each one after 5 minutes or with a TCP reset in the middle of an event (efo runs); `KPL misplaced "

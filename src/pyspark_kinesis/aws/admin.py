@@ -208,7 +208,7 @@ def backlog(
             if iterator is None:
                 return Backlog(count, behind if behind is not None else -1, True)
             response = client.get_records(ShardIterator=iterator, Limit=10_000)
-            if "Records" not in response:  # a body cut off mid-way (see get_records.decode): ask again
+            if "Records" not in response:  # an incomplete document (see get_records.decode): ask again
                 time.sleep(0.1)
                 continue
             records = len(response["Records"])

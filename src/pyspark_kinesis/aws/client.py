@@ -3,6 +3,7 @@
 Executor Python workers are reused across batches, so a module-level cache keeps HTTP connections
 (and credentials resolved through the default chain, or an assumed role's) alive from one batch to the
 next. Retries of transient errors (throttling, 5xx, connection resets) are botocore's own retry modes.
+Their response bodies are read in one call (whole_body.py), not in botocore's 64 KB pieces.
 
 botocore, not boto3: boto3 pins botocore to its own release, and s3fs (through aiobotocore) pins it
 to another, so a package that needs boto3 breaks `pip check` beside s3fs in whichever order they are
@@ -29,6 +30,7 @@ from botocore.exceptions import NoCredentialsError
 
 from ..config.aws_settings import AwsSettings
 from .get_records import ParserFactory
+from .whole_body import read_bodies_whole
 
 _lock = threading.Lock()
 _clients: dict[tuple[AwsSettings, int | None, str], Any] = {}
@@ -143,6 +145,7 @@ def kinesis_client(
                 endpoint_url=settings.endpoint_url,
                 config=_config(settings, max_attempts, pool, agent),
             )
+            read_bodies_whole(client)
             _clients[key] = client
         return client
 
@@ -160,5 +163,6 @@ def glue_client(settings: AwsSettings, endpoint_url: str | None = None) -> Any:
                 endpoint_url=endpoint_url,
                 config=_config(settings, None, 4, "glue"),
             )
+            read_bodies_whole(client)
             _clients[key] = client
         return client

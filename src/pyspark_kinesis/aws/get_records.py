@@ -10,8 +10,10 @@ and any other with msgspec against a fixed schema, which is several times faster
 too (see docs/performance.md). Both refuse a payload that is not valid base64 instead of silently
 dropping characters.
 
-A body that is not a complete GetRecords document (a connection cut mid-body) decodes to {}: it has
-no "Records", and `KinesisProxy` asks again instead of reading it as "shard closed".
+A body that is not a complete GetRecords document decodes to {}: it has no "Records", and
+`KinesisProxy` asks again instead of reading it as "shard closed". (A connection cut mid-body is not
+one: bodies are read whole against their Content-Length, whole_body.py, and a short one is botocore's
+ConnectionClosedError, retried; a body without a length, ended by a closed connection, can be.)
 """
 
 from __future__ import annotations

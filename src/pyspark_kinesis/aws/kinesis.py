@@ -82,7 +82,7 @@ class KinesisProxy:
         self.settings: AwsSettings = spec.aws
         self._max_attempts = max_attempts
         self._client: Any = None
-        self.unreadable = 0  # responses that did not decode (cut off mid-body) and were asked for again
+        self.unreadable = 0  # responses that did not decode (incomplete documents) and were asked for again
 
     @property
     def client(self) -> Any:
@@ -224,12 +224,13 @@ class KinesisProxy:
         return shards
 
     def _call_list(self, **kwargs: Any) -> dict[str, Any]:
-        """One ListShards page. A page cut off mid-body reaches us as {}: read as "no shards", it would
+        """One ListShards page. A page that is not a complete document reaches us as {}: read as "no shards", it would
         make every known shard look expired, so it is asked for again."""
         return self._well_formed("ListShards", "Shards", lambda: self.client.list_shards(**kwargs))
 
     def _well_formed(self, operation: str, member: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """botocore parses a body cut off mid-way as an empty result; such a call is repeated, with a
+        """botocore parses a body that is not a complete document as an empty result (a body cut short of
+        its Content-Length is a closed connection instead, retried: whole_body.py); such a call is repeated, with a
         short backoff, until its result has `member` (MAX_MALFORMED times, then a clear error)."""
         for attempt in range(MAX_MALFORMED):
             response = call()
@@ -277,7 +278,7 @@ class KinesisProxy:
         return TipAnswer(None)
 
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
-        """One GetRecords call. A response cut off mid-body reaches us as {}: read literally (no next
+        """One GetRecords call. An incomplete document reaches us as {}: read literally (no next
         iterator) it would say "shard closed" and skip records, so it is asked for again."""
         return self._well_formed(
             "GetRecords", "Records", lambda: self.client.get_records(ShardIterator=iterator, Limit=limit)

@@ -1,0 +1,176 @@
+"""The connector's share of a streaming query's planner process, per query.
+
+Spark starts a fresh Python process for every streaming query's planner (PySpark's streaming source
+runner): it imports PySpark, unpickles the data source (which imports the connector), asks it for a
+stream reader and then, batch after batch, for offsets, partitions and commits. The process's own
+start is Spark's; the rest is the connector's, paid again by every query. Section 8's fixed cost holds
+both (and the JVM's); this measures the connector's part alone: a fresh Python process per round makes
+the runner's calls in its order (the calls of a `trigger(availableNow=True)` query of one batch)
+against the benchmark server, each timed by the process's CPU time (user + system). The batch's rows
+are read in between, as an executor would, and not counted. PySpark's own imports are timed too, for
+comparison only: a real planner imports PySpark from `pyspark.zip`, without bytecode, so Spark's real
+share is larger than this one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import child_env
+from benchmarks.report import machine
+
+# The child: one query's planner. Its only imports before the first clock reading are the standard
+# library's; the connector loads when the data source is unpickled, as in Spark's runner.
+CHILD = r"""
+import json, pickle, sys, time
+clock = time.process_time
+marks = {"start": clock()}
+import pyspark.sql.streaming.python_streaming_source_runner  # what the runner imports itself
+marks["pyspark"] = clock()
+with open(sys.argv[1], "rb") as f:
+    source, schema = pickle.load(f)  # imports the connector, as the runner's unpickling does
+marks["import"] = clock()
+reader = source.streamReader(schema)
+marks["reader"] = clock()
+spent = 0.0
+def timed(call, *args):
+    global spent
+    before = clock()
+    out = call(*args)
+    spent += clock() - before
+    return out
+def roundtrip(offset):  # offsets cross the runner as JSON
+    return json.loads(json.dumps(offset))
+prepare = getattr(reader, "prepareForTriggerAvailableNow", None)
+if prepare is not None:
+    timed(prepare)
+start = roundtrip(timed(reader.initialOffset))
+limit = timed(reader.getDefaultReadLimit)
+end = roundtrip(timed(reader.latestOffset, start, limit))
+parts = timed(reader.partitions, start, end)
+rows = 0
+for part in pickle.loads(pickle.dumps(parts)):  # the executor's part: not counted
+    for batch in reader.read(part):
+        rows += batch.num_rows
+timed(reader.commit, end)
+after = roundtrip(timed(reader.latestOffset, end, limit))  # the next trigger finds nothing new
+timed(reader.stop)
+marks["plan"] = spent
+print(json.dumps({"marks": marks, "rows": rows, "tasks": len(parts), "moved": after != end}))
+"""
+
+
+@dataclass(frozen=True)
+class Share:
+    """One fresh planner process: CPU seconds per phase."""
+
+    pyspark: float  # PySpark's own imports (Spark's share; larger from pyspark.zip)
+    imports: float  # the connector's modules, loaded by unpickling the data source
+    reader: float  # streamReader(): options, start-up checks, clients
+    plan: float  # the planning calls of one batch and the next trigger's look
+    rows: int
+    tasks: int
+
+    @property
+    def connector(self) -> float:
+        return self.imports + self.reader + self.plan
+
+
+def one_query(endpoint: str, stream: str, work: Path) -> Share:
+    """A fresh process plans (and reads) one batch of `stream` from TRIM_HORIZON."""
+    from pyspark_kinesis.datasource import KinesisDataSource
+
+    options = {
+        "streamName": stream,
+        "region": "us-east-1",
+        "endpointUrl": endpoint,
+        "startingPosition": "TRIM_HORIZON",
+        "metadataPath": str(work / f"meta-{len(os.listdir(work))}"),
+        "shardReadBytesPerSecond": "0",
+    }
+    source = KinesisDataSource(options)
+    blob = work / "source.pickle"
+    blob.write_bytes(pickle.dumps((source, source.schema())))
+    env = child_env() | {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(blob)], env=env, capture_output=True, text=True, timeout=300
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the planner process failed:\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    if out["moved"]:
+        raise RuntimeError("the trigger after the batch found new records: the stream was not still")
+    marks = out["marks"]
+    return Share(
+        pyspark=marks["pyspark"] - marks["start"],
+        imports=marks["import"] - marks["pyspark"],
+        reader=marks["reader"] - marks["import"],
+        plan=marks["plan"],
+        rows=out["rows"],
+        tasks=out["tasks"],
+    )
+
+
+def run(shard_counts: list[int], rounds: int) -> dict[int, list[Share]]:
+    """`rounds` fresh planner processes per shard count, over a stream of one record per shard."""
+    from benchmarks.cpu import memory_stream
+
+    results: dict[int, list[Share]] = {}
+    for shards in shard_counts:
+        with (
+            memory_stream(shards, shards, 1000) as (endpoint, stream, _pid),
+            tempfile.TemporaryDirectory(prefix="bench-planner-") as work,
+        ):
+            one_query(endpoint, stream, Path(work))  # warm-up: the OS's file cache, not counted
+            results[shards] = [one_query(endpoint, stream, Path(work)) for _ in range(rounds)]
+        for share in results[shards]:
+            if share.rows != shards:
+                raise RuntimeError(f"{shards} shards: the batch read {share.rows} rows, not {shards}")
+    return results
+
+
+GOAL_S = 0.2  # issue #48: the connector's share of a query's planner, CPU-s
+
+
+def _spread(values: list[float]) -> str:
+    ordered = sorted(values)
+    return f"{statistics.median(ordered):.3f} ({ordered[0]:.3f}-{ordered[-1]:.3f})"
+
+
+def markdown(results: dict[int, list[Share]], rounds: int, command: str) -> str:
+    lines = [
+        "## 10. The connector's share of a query's planner process",
+        "",
+        f"Measured {machine()}, with `{command}`. Spark starts a fresh Python process for every "
+        "streaming query's planner; this runs that process's calls (benchmarks/planner_share.py: "
+        "unpickle the data source, `streamReader`, then one `trigger(availableNow=True)` batch's "
+        "`prepareForTriggerAvailableNow`, `initialOffset`, `getDefaultReadLimit`, `latestOffset`, "
+        "`partitions`, `commit`, and the next trigger's `latestOffset`) in a fresh process per round "
+        f"against the benchmark server, over a stream of one 1,000 B record per shard, {rounds} rounds "
+        "after a warm-up, each phase timed by the process's CPU time. The batch's rows are read in "
+        "between, as an executor would, and not counted. `PySpark imports` is the runner's own import "
+        "of PySpark, for comparison only: a real planner imports it from `pyspark.zip` without bytecode, "
+        "so Spark's share there is larger (section 8's fixed cost holds both, and the JVM's). Median "
+        "(lowest-highest), CPU seconds.",
+        "",
+        "| shards | tasks | PySpark imports (Spark's) | connector imports | streamReader (checks, clients) "
+        "| planning calls | connector per query | goal (< 0.2 CPU-s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for shards, shares in results.items():
+        connector = statistics.median(s.connector for s in shares)
+        lines.append(
+            f"| {shards} | {shares[0].tasks} | {_spread([s.pyspark for s in shares])} | "
+            f"{_spread([s.imports for s in shares])} | {_spread([s.reader for s in shares])} | "
+            f"{_spread([s.plan for s in shares])} | {_spread([s.connector for s in shares])} | "
+            f"{'met' if connector < GOAL_S else 'not met'} |"
+        )
+    return "\n".join(lines) + "\n"
