@@ -155,6 +155,34 @@ def test_a_raw_querys_planning_loads_no_glue_code_nor_pandas():
     assert pyspark_kinesis.__version__ == version("pyspark-kinesis")
 
 
+def test_a_planners_clients_load_no_getrecords_decoder():
+    """A query's planner makes clients and reads no records (unless it looks at an idle shard): the
+    decoder's pyarrow.compute and msgspec load with the first GetRecords response parsed, not with
+    the client (aws/response_parser.py)."""
+    code = "\n".join(
+        [
+            "import json, sys",
+            "import pyspark_kinesis.datasource, pyspark_kinesis.source.readers",
+            "import pyspark_kinesis.source.driver.planner, pyspark_kinesis.source.driver.discovery",
+            "from pyspark_kinesis.aws import client",
+            "from pyspark_kinesis.config.aws_settings import AwsSettings",
+            "settings = AwsSettings('us-east-1', 'http://127.0.0.1:9', access_key_id='a', secret_key='b')",
+            "made = client.kinesis_client(settings)",
+            "loaded = lambda: sorted(m for m in sys.modules if m in ('pyarrow.compute', 'msgspec') or 'get_records' in m)",
+            "before = loaded()",
+            "parser = made._endpoint._response_parser_factory.create_parser('json')",
+            "shape = made.meta.service_model.operation_model('GetRecords').output_shape",
+            'body = b\'{"Records": [], "NextShardIterator": "i", "MillisBehindLatest": 0}\'',
+            "parsed = parser.parse({'body': body, 'headers': {}, 'status_code': 200}, shape)",
+            "print(json.dumps([before, loaded(), len(parsed['Records'])]))",
+        ]
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    before, after, records = json.loads(done.stdout)
+    assert before == []
+    assert "pyspark_kinesis.aws.get_records" in after and records == 0  # loaded by the first parse
+
+
 def test_no_module_is_over_400_lines():
     long = {
         str(p.relative_to(PKG)): n

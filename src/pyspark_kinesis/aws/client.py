@@ -29,7 +29,7 @@ from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshabl
 from botocore.exceptions import NoCredentialsError
 
 from ..config.aws_settings import AwsSettings
-from .get_records import ParserFactory
+from .response_parser import ParserFactory
 from .whole_body import read_bodies_whole
 
 _lock = threading.Lock()

@@ -3,8 +3,8 @@
 botocore signs, sends and retries GetRecords (its credentials, SigV4, retry modes, connection pool),
 but its generic parser walks every record through the service model, turns each timestamp into a
 datetime and each payload into bytes one at a time: about 39 MB of payload per second per core.
-So the clients the connector builds carry a response-parser factory whose JSON parser hands GetRecords
-bodies to `decode` and everything else (errors included) to botocore's own code. `decode` reads the
+So the clients the connector builds carry a response-parser factory (response_parser.py) whose JSON
+parser hands GetRecords bodies to `decode` and everything else (errors included) to botocore's own code. `decode` reads the
 bodies of the usual shape with the vectorised scan (get_records_scan.py: no Python object per record)
 and any other with msgspec against a fixed schema, which is several times faster than botocore
 too (see docs/performance.md). Both refuse a payload that is not valid base64 instead of silently
@@ -24,12 +24,9 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
-from botocore.parsers import JSONParser, ResponseParserFactory
 
 from .arrow_arrays import binary_array
 from .get_records_scan import scan
-
-OUTPUT_SHAPE = "GetRecordsOutput"
 
 
 class _Record(msgspec.Struct, rename="pascal", gc=False, kw_only=True):
@@ -144,19 +141,3 @@ def decode_msgspec(body: bytes) -> dict[str, Any]:
     if doc.child_shards is not None:
         out["ChildShards"] = doc.child_shards
     return out
-
-
-class _JSONParser(JSONParser):
-    def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if shape is not None and shape.name == OUTPUT_SHAPE:
-            return decode(response["body"])
-        return super()._do_parse(response, shape)
-
-
-class ParserFactory(ResponseParserFactory):
-    """botocore's parser factory, with the JSON protocol's parser swapped for `_JSONParser`."""
-
-    def create_parser(self, protocol_name: str) -> Any:
-        if protocol_name == "json":
-            return _JSONParser(**self._defaults)
-        return super().create_parser(protocol_name)

@@ -6,7 +6,7 @@ still decodes GetRecords bodies with the connector's parser; a role's session to
 from __future__ import annotations
 
 from pyspark_kinesis.aws import client
-from pyspark_kinesis.aws.get_records import ParserFactory
+from pyspark_kinesis.aws.response_parser import ParserFactory
 from pyspark_kinesis.config.aws_settings import AwsSettings
 
 SETTINGS = AwsSettings(

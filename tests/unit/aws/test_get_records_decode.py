@@ -241,7 +241,8 @@ def test_a_large_millis_behind_latest_comes_through_the_scan(behind: int) -> Non
 def test_the_clients_parser_decodes_getrecords_itself_and_leaves_other_calls_to_botocore() -> None:
     """The parser factory registered on the connector's clients (aws/client.py): the JSON protocol's
     parser hands GetRecords bodies to `decode` and every other output to botocore's parser."""
-    from pyspark_kinesis.aws.get_records import ParserFactory, Records
+    from pyspark_kinesis.aws.get_records import Records
+    from pyspark_kinesis.aws.response_parser import ParserFactory
 
     factory = ParserFactory()
     parser = factory.create_parser("json")
