@@ -102,7 +102,7 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     Option(
         "targetTasks",
         "Spark tasks per batch at most; shards are grouped onto them.",
-        shown="(one per shard; light shards share, 16 at most, when polling)",
+        shown="(one per shard; light shards share, 16 at most)",
         kind=INT,
         minimum=1,
         field="target_tasks",

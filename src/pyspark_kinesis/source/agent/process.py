@@ -190,8 +190,15 @@ class _Server(socketserver.ThreadingUnixStreamServer):
         super().__init__(path, _LocalReads)
 
     def relay(self, start: bool) -> str:
-        """The relay's address ("" when it is not listening), started first when `start`."""
+        """The relay's address ("" when it is not listening), started first when `start`. Asking to
+        start it counts as using it: a read asks before it subscribes, and the hub marks the use only
+        once the subscription is open (seconds later, after the service's spacing), so without this the
+        watch thread closed a listener it had just started (or one unused for a minute), the read then
+        kept its subscription with no address to reach it by, and the shard's next batch on another
+        executor, refused by the service while this agent held it, read nothing for its whole budget."""
         with self._relay_lock:
+            if start:
+                self.hub.relayed_at = time.monotonic()
             if start and self.relay_server is None:
                 self.relay_server = _start_relay(self.hub)
             return self.relay_server.relay_address if self.relay_server is not None else ""

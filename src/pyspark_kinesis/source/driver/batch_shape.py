@@ -166,10 +166,7 @@ class BatchShape:
             return {}
         config = self.config
         count = assign.task_count(len(refs), config.target_tasks, config.max_shards_per_task)
-        if config.target_tasks is None and config.max_shards_per_task is None and not config.fan_out:
-            # (not with enhanced fan-out: on two executors, a task holding all of a batch's light
-            # shards moved every subscription between executors at once, and records waited seconds
-            # (docs/performance.md section 3); why is not established yet, so fan-out keeps a task per shard)
+        if config.target_tasks is None and config.max_shards_per_task is None:
             count = light_task_count([self.load.get(ref) for ref in refs])
         if count == len(refs) and config.shard_assigner == "balanced":
             ordered = self._first_the_starved([[ref] for ref in sorted(refs)])  # one task per shard

@@ -355,6 +355,29 @@ def test_the_relay_starts_only_when_asked_and_stops_when_unused(monkeypatch, cap
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_asking_for_the_relay_counts_as_using_it(monkeypatch, no_host_env) -> None:
+    """A read asks for the relay before it subscribes; the watch thread must not close the listener in
+    the seconds the subscription takes (the read would keep it with no address to reach it by)."""
+    monkeypatch.setenv("PYSPARK_KINESIS_AGENT_HOST", "127.0.0.1")
+    base = Path(tempfile.mkdtemp(prefix="ag", dir="/tmp"))
+    hub = SubscriptionHub(lambda spec: None)
+    server = process._Server(str(base / "a.sock"), hub)
+    try:
+        address = server.relay(True)  # started: nothing used a subscription here yet
+        server.stop_relay_if_unused()
+        assert server.relay(False) == address
+        hub.relayed_at = float("-inf")  # running, unused for longer than RELAY_IDLE_S...
+        assert server.relay(True) == address  # ...and asked for again by a read
+        server.stop_relay_if_unused()
+        assert server.relay(False) == address
+    finally:
+        server.server_close()
+        if server.relay_server is not None:
+            server.relay_server.shutdown()
+            server.relay_server.server_close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 # -- the process's checks and logging ------------------------------------------------------------------
 def test_the_owner_check_only_asks_whether_the_owner_lives(monkeypatch) -> None:
     sent: list[tuple[int, int]] = []
@@ -470,11 +493,12 @@ def test_the_agent_watches_from_a_daemon_thread_and_ends_if_its_socket_is_gone(m
     serving = threading.Thread(target=run)  # (not a daemon, as the agent's main thread is not)
     serving.start()
     try:
-        for _wait in range(500):
-            if path.exists():
+        watchers: list[threading.Thread] = []
+        for _wait in range(500):  # (the socket is bound before the watch thread starts)
+            watchers = [t for t in threading.enumerate() if t.name == "efo-agent-watch"]
+            if path.exists() and watchers:
                 break
             threading.Event().wait(0.01)
-        watchers = [t for t in threading.enumerate() if t.name == "efo-agent-watch"]
         assert watchers and all(t.daemon for t in watchers)
         path.unlink()
         serving.join(10.0)

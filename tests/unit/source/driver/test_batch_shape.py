@@ -202,7 +202,7 @@ def test_the_light_rule_matches_the_shards_a_task_reads_at_once():
     assert LIGHT_SHARDS_PER_TASK == MAX_THREADS
 
 
-def test_light_shards_share_a_task_unless_the_options_set_the_count_or_read_by_fan_out():
+def test_light_shards_share_a_task_unless_the_options_set_the_count():
     refs = [(A, S0), (A, S1), (A, S2), (A, S3)]
     light = {ref: _end(100) for ref in refs}
     shape = BatchShape(config("alpha"))
@@ -212,7 +212,10 @@ def test_light_shards_share_a_task_unless_the_options_set_the_count_or_read_by_f
     shape.observe({(A, S0): _end(5 << 20)}, unrun=[])  # (s0 heavy now: 2.5 MiB on average)
     grouped = shape.assign(refs, _info)
     assert len(set(grouped.values())) == 3 and list(grouped.values()).count(grouped[(A, S0)]) == 1
-    for options in ({"targetTasks": "4"}, {"maxShardsPerTask": "1"}, {"consumerType": "efo"}):
+    for options in ({"targetTasks": "4"}, {"maxShardsPerTask": "1"}):
         chosen = BatchShape(config("alpha", **options))
         chosen.observe(light, unrun=[])
         assert set(chosen.assign(refs, _info).values()) == {0, 1, 2, 3}
+    fan_out = BatchShape(config("alpha", consumerType="efo"))  # (the agents' relay carries a shard's
+    fan_out.observe(light, unrun=[])  # subscription to whichever executor its task runs on)
+    assert set(fan_out.assign(refs, _info).values()) == {0}
