@@ -271,9 +271,11 @@ class ChaosRun:
         if not delivered:
             return None
         later: dict[str, list[int]] = {}
+        held: list[tuple[str, str, str]] = []
         for _wait in range(50):  # bounded: the producer puts records on the open shards meanwhile
             later = {}
-            for shard, seq, _data in everything_in(kin, self.stream):
+            held = everything_in(kin, self.stream)
+            for shard, seq, _data in held:
                 if shard in delivered and int(seq) > delivered[shard]:
                     later.setdefault(shard, []).append(int(seq))
             if later:
@@ -294,8 +296,8 @@ class ChaosRun:
                 return None
             shard = self.rng.choice(shards)
             ahead = sorted(later[shard])
-            held = sorted(int(seq) for s, seq, _data in everything_in(kin, self.stream) if s == shard)
-            below = next((seq for seq in held if seq > int(at_tip[shard] or 0)), ahead[0])
+            mine = sorted(int(seq) for s, seq, _data in held if s == shard)  # (read above: no second pass)
+            below = next((seq for seq in mine if seq > int(at_tip[shard] or 0)), ahead[0])
         proxy.aged.mode = self.plan.age_out
         proxy.trim(shard, str(below))
         self.trims[shard] = max(below, self.trims.get(shard, 0))
