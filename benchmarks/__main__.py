@@ -295,7 +295,9 @@ def bench_offsets(
 @app.command("planner")
 def bench_planner(
     shards: str = typer.Option("4,16", help="Comma-separated shard counts."),
-    rounds: int = typer.Option(5, min=1, max=50, help="Fresh planner processes per shard count."),
+    rounds: int = typer.Option(
+        5, min=1, max=50, help="Fresh planner processes per shard count and bytecode case."
+    ),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """The connector's CPU in a query's planner process (imports, stream reader, one batch's planning)."""

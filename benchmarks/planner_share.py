@@ -11,6 +11,13 @@ are read in between, as an executor would, and not counted. PySpark's own import
 comparison only: a real planner imports PySpark from `pyspark.zip`, without bytecode, so Spark's real
 share is larger than this one. botocore's (and urllib3's) imports are timed on their own, first: the
 connector's share counts them (it brings them), and the column says how much of it they are.
+
+Bytecode: `pip install` compiles a package's modules, so an installed connector imports from bytecode.
+This repository's editable install has none where PYTHONDONTWRITEBYTECODE is set (as on the machines
+that run it), which would charge every round for compiling the connector. So the children keep their
+bytecode in a cache of their own (PYTHONPYCACHEPREFIX), written by the warm-up round; rounds alternate
+between that (as installed) and the same cache without the connector's bytecode (each process compiles
+the connector's modules, as after `pip install --no-compile`), so the table shows both.
 """
 
 from __future__ import annotations
@@ -85,6 +92,7 @@ class Share:
     plan: float  # the planning calls of one batch and the next trigger's look
     rows: int
     tasks: int
+    compiled: bool  # the connector's modules imported from bytecode (as pip installs them)
 
     @property
     def connector(self) -> float:
@@ -92,8 +100,20 @@ class Share:
         return self.botocore + self.imports + self.reader + self.plan
 
 
-def one_query(endpoint: str, stream: str, work: Path) -> Share:
-    """A fresh process plans (and reads) one batch of `stream` from TRIM_HORIZON."""
+def _bytecode_of_the_connector(prefix: Path) -> Path:
+    """Where, under a PYTHONPYCACHEPREFIX, the connector's modules keep their bytecode (the prefix
+    mirrors the source tree's absolute paths)."""
+    import pyspark_kinesis
+
+    package = Path(pyspark_kinesis.__file__).resolve().parent
+    return prefix / package.relative_to(package.anchor)
+
+
+def one_query(
+    endpoint: str, stream: str, work: Path, prefix: Path, compiled: bool, write: bool = False
+) -> Share:
+    """A fresh process plans (and reads) one batch of `stream` from TRIM_HORIZON, with the bytecode
+    cache `prefix` (written only when `write`), without the connector's part of it unless `compiled`."""
     from pyspark_kinesis.datasource import KinesisDataSource
 
     options = {
@@ -107,10 +127,25 @@ def one_query(endpoint: str, stream: str, work: Path) -> Share:
     source = KinesisDataSource(options)
     blob = work / "source.pickle"
     blob.write_bytes(pickle.dumps((source, source.schema())))
-    env = child_env() | {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(blob)], env=env, capture_output=True, text=True, timeout=300
-    )
+    env = child_env() | {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "PYTHONPYCACHEPREFIX": str(prefix),
+    }
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not write:  # the warm-up writes the cache, no measured round does
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    connector = _bytecode_of_the_connector(prefix)
+    aside = connector.with_name(connector.name + ".aside")
+    if not compiled:
+        connector.rename(aside)  # the process finds no bytecode of the connector's modules
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(blob)], env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        if not compiled:
+            aside.rename(connector)
     if done.returncode != 0:
         raise RuntimeError(f"the planner process failed:\n{done.stderr[-3000:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
@@ -125,24 +160,35 @@ def one_query(endpoint: str, stream: str, work: Path) -> Share:
         plan=marks["plan"],
         rows=out["rows"],
         tasks=out["tasks"],
+        compiled=compiled,
     )
 
 
-def run(shard_counts: list[int], rounds: int) -> dict[int, list[Share]]:
-    """`rounds` fresh planner processes per shard count, over a stream of one record per shard."""
+def run(shard_counts: list[int], rounds: int) -> dict[tuple[int, bool], list[Share]]:
+    """`rounds` fresh planner processes per shard count and bytecode case (alternating), over a stream
+    of one record per shard."""
     from benchmarks.cpu import memory_stream
 
-    results: dict[int, list[Share]] = {}
+    results: dict[tuple[int, bool], list[Share]] = {}
     for shards in shard_counts:
         with (
             memory_stream(shards, shards, 1000) as (endpoint, stream, _pid),
             tempfile.TemporaryDirectory(prefix="bench-planner-") as work,
+            tempfile.TemporaryDirectory(prefix="bench-planner-pyc-") as prefix,
         ):
-            one_query(endpoint, stream, Path(work))  # warm-up: the OS's file cache, not counted
-            results[shards] = [one_query(endpoint, stream, Path(work)) for _ in range(rounds)]
-        for share in results[shards]:
-            if share.rows != shards:
-                raise RuntimeError(f"{shards} shards: the batch read {share.rows} rows, not {shards}")
+            # warm-up, not counted: writes the bytecode cache, fills the OS's file cache
+            one_query(endpoint, stream, Path(work), Path(prefix), compiled=True, write=True)
+            for case in (True, False):
+                results[(shards, case)] = []
+            for _ in range(rounds):
+                for case in (True, False):
+                    results[(shards, case)].append(
+                        one_query(endpoint, stream, Path(work), Path(prefix), case)
+                    )
+        for shares in (results[(shards, True)], results[(shards, False)]):
+            for share in shares:
+                if share.rows != shards:
+                    raise RuntimeError(f"{shards} shards: the batch read {share.rows} rows, not {shards}")
     return results
 
 
@@ -154,7 +200,7 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(ordered):.3f} ({ordered[0]:.3f}-{ordered[-1]:.3f})"
 
 
-def markdown(results: dict[int, list[Share]], rounds: int, command: str) -> str:
+def markdown(results: dict[tuple[int, bool], list[Share]], rounds: int, command: str) -> str:
     lines = [
         "## 10. The connector's share of a query's planner process",
         "",
@@ -170,19 +216,24 @@ def markdown(results: dict[int, list[Share]], rounds: int, command: str) -> str:
         "so Spark's share there is larger (section 8's fixed cost holds both, and the JVM's). "
         "`botocore imports` are the botocore and urllib3 modules the connector's AWS code imports, "
         "loaded first on their own to show their part; `connector per query` is the sum of the four "
-        "columns before it, botocore's import included. Median (lowest-highest), CPU seconds.",
+        "columns before it, botocore's import included. `bytecode`: `installed` imports the connector "
+        "from bytecode, as `pip install` leaves it (the goal's row); `none` compiles its modules in "
+        "every process (after `pip install --no-compile`, or an editable install where "
+        "PYTHONDONTWRITEBYTECODE is set); the rounds alternate between the two. Median "
+        "(lowest-highest), CPU seconds.",
         "",
-        "| shards | tasks | PySpark imports (Spark's) | botocore imports | connector modules "
+        "| shards | tasks | bytecode | PySpark imports (Spark's) | botocore imports | connector modules "
         "| streamReader (checks, clients) | planning calls | connector per query | goal (< 0.2 CPU-s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for shards, shares in results.items():
+    for (shards, compiled), shares in results.items():
         connector = statistics.median(s.connector for s in shares)
+        verdict = ("met" if connector < GOAL_S else "not met") if compiled else "(not the goal's case)"
         lines.append(
-            f"| {shards} | {shares[0].tasks} | {_spread([s.pyspark for s in shares])} | "
+            f"| {shards} | {shares[0].tasks} | {'installed' if compiled else 'none'} | "
+            f"{_spread([s.pyspark for s in shares])} | "
             f"{_spread([s.botocore for s in shares])} | "
             f"{_spread([s.imports for s in shares])} | {_spread([s.reader for s in shares])} | "
-            f"{_spread([s.plan for s in shares])} | {_spread([s.connector for s in shares])} | "
-            f"{'met' if connector < GOAL_S else 'not met'} |"
+            f"{_spread([s.plan for s in shares])} | {_spread([s.connector for s in shares])} | {verdict} |"
         )
     return "\n".join(lines) + "\n"

@@ -29,6 +29,7 @@ from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshabl
 from botocore.exceptions import NoCredentialsError
 
 from ..config.aws_settings import AwsSettings
+from .model_loader import create_loader
 from .response_parser import ParserFactory
 from .whole_body import read_bodies_whole
 
@@ -39,6 +40,8 @@ _frozen_with = -1  # how many clients this process had when `freeze_long_lived` 
 FREEZING = os.environ.get("PYSPARK_KINESIS_GC_FREEZE", "1").strip() != "0"
 _loader_lock = threading.Lock()
 _loader: Any = None  # botocore's data loader, shared by this process's sessions (see `_new_session`)
+_sessions_lock = threading.Lock()
+_sessions: dict[tuple[AwsSettings, int | None], botocore.session.Session] = {}
 
 
 def _config(settings: AwsSettings, max_attempts: int | None, pool: int, agent: str = "") -> Config:
@@ -83,14 +86,14 @@ def _new_session() -> botocore.session.Session:
     data loader with the process's other sessions: a session's loader parses the service model and
     endpoint files (JSON, several hundred KB) for each client it makes, and a query's planning process
     makes clients in two sessions (the start-up check's small retry budget, the planner's own), afresh
-    for every query. The first session's loader is kept (it honours AWS_DATA_PATH)."""
+    for every query. The loader is model_loader's (orjson's decoder, no listing of every service to
+    find one), made from the first session's `data_path`, so it honours AWS_DATA_PATH as botocore's."""
     global _loader
     session = botocore.session.Session()
     with _loader_lock:
         if _loader is None:
-            _loader = session.get_component("data_loader")
-        else:
-            session.register_component("data_loader", _loader)
+            _loader = create_loader(session.get_config_variable("data_path"))
+        session.register_component("data_loader", _loader)
     session.register_component("response_parser_factory", ParserFactory())
     return session
 
@@ -98,7 +101,22 @@ def _new_session() -> botocore.session.Session:
 def session_for(settings: AwsSettings, max_attempts: int | None = None) -> botocore.session.Session:
     """A botocore session with the settings' credentials: static keys or the default chain, and on
     top of them the assumed role when `role_arn` is set. Its clients decode GetRecords bodies with
-    `get_records.decode` (botocore does everything else)."""
+    `get_records.decode` (botocore does everything else).
+
+    One session per settings in a process, whatever the clients' retry budgets (those are the
+    clients' own `Config`): making a session registers botocore's hundred-odd event handlers and
+    resolves the credential chain, and a query's planner process, new for every query, makes two
+    clients (the start-up check's and the planner's). With a role, the budget is the session's too
+    (its STS client's), so it is part of the key."""
+    key = (settings, max_attempts if settings.role_arn else None)
+    with _sessions_lock:
+        session = _sessions.get(key)
+        if session is None:
+            session = _sessions[key] = _session_with_credentials(settings, max_attempts)
+        return session
+
+
+def _session_with_credentials(settings: AwsSettings, max_attempts: int | None) -> botocore.session.Session:
     base = _new_session()
     if settings.access_key_id and settings.secret_key:
         base.set_credentials(settings.access_key_id, settings.secret_key, settings.session_token)

@@ -1,7 +1,8 @@
-"""The botocore sessions the connector makes (aws/client.py): every session of a process shares one
-data loader, so the service model and endpoint files are parsed once per process, not once per client
-(a query's planning process is new for every query and makes clients in two sessions); each session
-still decodes GetRecords bodies with the connector's parser; a role's session too."""
+"""The botocore sessions the connector makes (aws/client.py): one per settings in a process, whatever
+its clients' retry budgets (a query's planning process is new for every query and makes two clients);
+every session of a process shares one data loader, so the service model and endpoint files are parsed
+once per process, not once per client; each session still decodes GetRecords bodies with the
+connector's parser; a role's session too."""
 
 from __future__ import annotations
 
@@ -31,6 +32,23 @@ def test_sessions_share_one_data_loader_and_keep_the_connectors_parser() -> None
     assert role.get_component("data_loader") is loader
     for session in (first, second, role):
         assert isinstance(session.get_component("response_parser_factory"), ParserFactory)
+
+
+def test_one_session_per_settings_and_per_role_budget() -> None:
+    assert client.session_for(SETTINGS) is client.session_for(SETTINGS, max_attempts=2)
+    other = AwsSettings(
+        region="us-west-2", endpoint_url="http://127.0.0.1:9", access_key_id="a", secret_key="b"
+    )
+    assert client.session_for(other) is not client.session_for(SETTINGS)
+    role = AwsSettings(
+        region="us-east-1",
+        endpoint_url="http://127.0.0.1:9",
+        access_key_id="a",
+        secret_key="b",
+        role_arn="arn:aws:iam::123456789012:role/reader",
+    )
+    assert client.session_for(role, max_attempts=2) is client.session_for(role, max_attempts=2)
+    assert client.session_for(role, max_attempts=2) is not client.session_for(role)  # its STS client's budget
 
 
 def test_a_second_client_finds_the_service_model_already_parsed() -> None:
