@@ -9,8 +9,9 @@ the runner's calls in its order (the calls of a `trigger(availableNow=True)` que
 against the benchmark server, each timed by the process's CPU time (user + system). The batch's rows
 are read in between, as an executor would, and not counted. PySpark's own imports are timed too, for
 comparison only: a real planner imports PySpark from `pyspark.zip`, without bytecode, so Spark's real
-share is larger than this one. botocore's (and urllib3's) imports are timed on their own, first: the
-connector's share counts them (it brings them), and the column says how much of it they are.
+share is larger than this one. botocore's (and urllib3's) imports are timed on their own, after the
+stream reader's first step (its freeze, aws/gc_freeze.py) and before the rest of it: the connector's
+share counts them (it brings them), and the column says how much of it they are.
 
 Bytecode: `pip install` compiles a package's modules, so an installed connector imports from bytecode.
 This repository's editable install has none where PYTHONDONTWRITEBYTECODE is set (as on the machines
@@ -35,22 +36,26 @@ from pathlib import Path
 from benchmarks import child_env
 from benchmarks.report import machine
 
-# The child: one query's planner. Its only imports before the first clock reading are the standard
-# library's; the connector loads when the data source is unpickled, as in Spark's runner.
+# The child: one query's planner, in the runner's order. Its only imports before the first clock reading
+# are the standard library's; the connector loads when the data source is unpickled, as in Spark's
+# runner, and botocore when the stream reader is made.
 CHILD = r"""
 import json, pickle, sys, time
 clock = time.process_time
 marks = {"start": clock()}
 import pyspark.sql.streaming.python_streaming_source_runner  # what the runner imports itself
 marks["pyspark"] = clock()
-# The third-party modules the connector's AWS code imports, timed on their own (the connector would
-# import them a step later; first here, they say how much of its share is botocore's own start).
-import botocore.awsrequest, botocore.config, botocore.credentials, botocore.exceptions
-import botocore.httpsession, botocore.parsers, botocore.session, urllib3.exceptions
-marks["botocore"] = clock()
 with open(sys.argv[1], "rb") as f:
     source, schema = pickle.load(f)  # imports the connector, as the runner's unpickling does
 marks["import"] = clock()
+# The stream reader's first step (its freeze, aws/gc_freeze.py), then the third-party modules the
+# connector's AWS code imports, timed on their own: the reader would load them right after, in its
+# first client; first here, they say how much of the share is botocore's own start.
+from pyspark_kinesis.aws.gc_freeze import freeze_before_loading
+freeze_before_loading()
+import botocore.awsrequest, botocore.config, botocore.credentials, botocore.exceptions
+import botocore.httpsession, botocore.parsers, botocore.session, urllib3.exceptions
+marks["botocore"] = clock()
 reader = source.streamReader(schema)
 marks["reader"] = clock()
 spent = 0.0
@@ -154,9 +159,9 @@ def one_query(
     marks = out["marks"]
     return Share(
         pyspark=marks["pyspark"] - marks["start"],
-        botocore=marks["botocore"] - marks["pyspark"],
-        imports=marks["import"] - marks["botocore"],
-        reader=marks["reader"] - marks["import"],
+        botocore=marks["botocore"] - marks["import"],
+        imports=marks["import"] - marks["pyspark"],
+        reader=marks["reader"] - marks["botocore"],
         plan=marks["plan"],
         rows=out["rows"],
         tasks=out["tasks"],
@@ -214,15 +219,17 @@ def markdown(results: dict[tuple[int, bool], list[Share]], rounds: int, command:
         "between, as an executor would, and not counted. `PySpark imports` is the runner's own import "
         "of PySpark, for comparison only: a real planner imports it from `pyspark.zip` without bytecode, "
         "so Spark's share there is larger (section 8's fixed cost holds both, and the JVM's). "
-        "`botocore imports` are the botocore and urllib3 modules the connector's AWS code imports, "
-        "loaded first on their own to show their part; `connector per query` is the sum of the four "
-        "columns before it, botocore's import included. `bytecode`: `installed` imports the connector "
+        "`connector modules` are loaded by unpickling the data source; `botocore imports` are the "
+        "botocore and urllib3 modules the connector's AWS code imports, loaded on their own after the "
+        "stream reader's first step (its `gc.freeze()` of what the process held, aws/gc_freeze.py) to "
+        "show their part; `streamReader` is the rest of it (options, start-up checks, clients); "
+        "`connector per query` is the sum of the four columns before it, botocore's import included. `bytecode`: `installed` imports the connector "
         "from bytecode, as `pip install` leaves it (the goal's row); `none` compiles its modules in "
         "every process (after `pip install --no-compile`, or an editable install where "
         "PYTHONDONTWRITEBYTECODE is set); the rounds alternate between the two. Median "
         "(lowest-highest), CPU seconds.",
         "",
-        "| shards | tasks | bytecode | PySpark imports (Spark's) | botocore imports | connector modules "
+        "| shards | tasks | bytecode | PySpark imports (Spark's) | connector modules | botocore imports "
         "| streamReader (checks, clients) | planning calls | connector per query | goal (< 0.2 CPU-s) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -232,8 +239,8 @@ def markdown(results: dict[tuple[int, bool], list[Share]], rounds: int, command:
         lines.append(
             f"| {shards} | {shares[0].tasks} | {'installed' if compiled else 'none'} | "
             f"{_spread([s.pyspark for s in shares])} | "
-            f"{_spread([s.botocore for s in shares])} | "
-            f"{_spread([s.imports for s in shares])} | {_spread([s.reader for s in shares])} | "
+            f"{_spread([s.imports for s in shares])} | {_spread([s.botocore for s in shares])} | "
+            f"{_spread([s.reader for s in shares])} | "
             f"{_spread([s.plan for s in shares])} | {_spread([s.connector for s in shares])} | {verdict} |"
         )
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 
+from .aws.gc_freeze import freeze_before_loading
 from .source.options import SourceConfig, parse_options, refuse_fan_out_for_batch_reads
 from .source.readers import KinesisBatchReader, stream_reader
 
@@ -55,6 +56,9 @@ class KinesisDataSource(DataSource):
         return options
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        # In the query's planner process, which Spark starts afresh for every query: its first step
+        # of the connector's, before botocore loads (see gc_freeze).
+        freeze_before_loading()
         return stream_reader(_with_values(parse_options(self.options, streaming=True), schema))
 
     def reader(self, schema: Any) -> DataSourceReader:

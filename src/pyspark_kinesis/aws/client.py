@@ -29,6 +29,7 @@ from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshabl
 from botocore.exceptions import NoCredentialsError
 
 from ..config.aws_settings import AwsSettings
+from . import gc_freeze
 from .model_loader import create_loader
 from .response_parser import ParserFactory
 from .whole_body import read_bodies_whole
@@ -36,8 +37,6 @@ from .whole_body import read_bodies_whole
 _lock = threading.Lock()
 _clients: dict[tuple[AwsSettings, int | None, str], Any] = {}
 _frozen_with = -1  # how many clients this process had when `freeze_long_lived` last froze
-# PYSPARK_KINESIS_GC_FREEZE=0 in the executors' environment (spark.executorEnv.*) turns it off.
-FREEZING = os.environ.get("PYSPARK_KINESIS_GC_FREEZE", "1").strip() != "0"
 _loader_lock = threading.Lock()
 _loader: Any = None  # botocore's data loader, shared by this process's sessions (see `_new_session`)
 _sessions_lock = threading.Lock()
@@ -71,7 +70,7 @@ def freeze_long_lived() -> None:
     collection, so no garbage is frozen with them, and only when a client was made since the last time,
     so what a task leaves is never frozen batch after batch."""
     global _frozen_with
-    if not FREEZING:
+    if not gc_freeze.FREEZING:  # PYSPARK_KINESIS_GC_FREEZE=0 (spark.executorEnv.*)
         return
     with _lock:
         made = len(_clients)

@@ -6,7 +6,7 @@ connector's parser; a role's session too."""
 
 from __future__ import annotations
 
-from pyspark_kinesis.aws import client
+from pyspark_kinesis.aws import client, gc_freeze
 from pyspark_kinesis.aws.response_parser import ParserFactory
 from pyspark_kinesis.config.aws_settings import AwsSettings
 
@@ -79,7 +79,7 @@ class Collector:
 def test_long_lived_objects_are_frozen_after_a_collection_once_per_new_client(monkeypatch) -> None:
     collector = Collector()
     monkeypatch.setattr(client, "gc", collector)
-    monkeypatch.setattr(client, "FREEZING", True)
+    monkeypatch.setattr(gc_freeze, "FREEZING", True)
     monkeypatch.setattr(client, "_frozen_with", -1)
     client.freeze_long_lived()
     assert collector.calls == ["collect", "freeze"]  # a worker's first task: collected, then frozen
@@ -88,7 +88,7 @@ def test_long_lived_objects_are_frozen_after_a_collection_once_per_new_client(mo
     client.kinesis_client(SETTINGS, max_attempts=5, agent="test-freeze")
     client.freeze_long_lived()
     assert collector.calls == ["collect", "freeze"] * 2  # a client made since: frozen with it
-    monkeypatch.setattr(client, "FREEZING", False)  # PYSPARK_KINESIS_GC_FREEZE=0
+    monkeypatch.setattr(gc_freeze, "FREEZING", False)  # PYSPARK_KINESIS_GC_FREEZE=0
     client.kinesis_client(SETTINGS, max_attempts=6, agent="test-freeze")
     client.freeze_long_lived()
     assert collector.calls == ["collect", "freeze"] * 2

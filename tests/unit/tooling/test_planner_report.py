@@ -36,10 +36,10 @@ def test_each_shard_count_is_a_row_of_medians_and_spreads_judged_against_the_goa
     text = markdown(results, 3, "bash scripts/bench.sh planner --shards 4,16 --rounds 3")
     assert "`bash scripts/bench.sh planner --shards 4,16 --rounds 3`" in text
     assert (
-        "| 4 | 2 | installed | 0.600 (0.500-0.700) | 0.000 (0.000-0.000) | 0.060 (0.050-0.070) | 0.040 (0.030-0.050) "
+        "| 4 | 2 | installed | 0.600 (0.500-0.700) | 0.060 (0.050-0.070) | 0.000 (0.000-0.000) | 0.040 (0.030-0.050) "
         "| 0.020 (0.010-0.030) | 0.120 (0.090-0.150) | met |" in text
     )
-    assert "| 4 | 2 | none | 0.500 (0.500-0.500) | 0.000 (0.000-0.000) | 0.200 (0.200-0.200) |" in text
+    assert "| 4 | 2 | none | 0.500 (0.500-0.500) | 0.200 (0.200-0.200) | 0.000 (0.000-0.000) |" in text
     assert "| 0.350 (0.350-0.350) | (not the goal's case) |" in text
-    assert "| 16 | 2 | installed | 0.500 (0.500-0.500) | 0.000 (0.000-0.000) | 0.100 (0.100-0.100) |" in text
+    assert "| 16 | 2 | installed | 0.500 (0.500-0.500) | 0.100 (0.100-0.100) | 0.000 (0.000-0.000) |" in text
     assert text.rstrip().endswith("| 0.250 (0.240-0.260) | not met |")
