@@ -83,10 +83,10 @@ def freeze_long_lived() -> None:
 def _new_session() -> botocore.session.Session:
     """A botocore session whose clients decode GetRecords bodies with `get_records.decode`, sharing one
     data loader with the process's other sessions: a session's loader parses the service model and
-    endpoint files (JSON, several hundred KB) for each client it makes, and a query's planning process
-    makes clients in two sessions (the start-up check's small retry budget, the planner's own), afresh
-    for every query. The loader is model_loader's (orjson's decoder, no listing of every service to
-    find one), made from the first session's `data_path`, so it honours AWS_DATA_PATH as botocore's."""
+    endpoint files (JSON, over a megabyte) for the clients it makes, and a process may hold several
+    sessions (one per settings: streams in other regions or accounts, an assumed role's STS client).
+    The loader is model_loader's (orjson's decoder, no listing of every service to find one), made
+    from the first session's `data_path`, so it honours AWS_DATA_PATH as botocore's own does."""
     global _loader
     session = botocore.session.Session()
     with _loader_lock:

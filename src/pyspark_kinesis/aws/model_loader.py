@@ -3,15 +3,17 @@
 Spark starts a new Python process for every streaming query's planner, and its first botocore client
 is a fixed cost of each query. Two parts of that cost are botocore's data loader, not the client:
 - it decodes its JSON files (endpoints.json alone is 1.2 MB) with the standard library and an
-  `OrderedDict` for every object: about 20 ms per process, where orjson takes a fifth of it (dicts keep
-  their order; botocore's models ask nothing more of them);
+  `OrderedDict` for every object, several times slower than orjson (dicts keep their order; botocore's
+  models ask nothing more of them);
 - to make one client it lists every service directory botocore ships (about 440, for each model type
-  it loads), only to ask whether the one service it wants is among them: about 13 ms.
+  it loads, some 900 directory listings in all), only to ask whether the one service it wants is
+  among them.
 `ConnectorLoader` keeps botocore's `Loader` and its search paths (AWS_DATA_PATH, ~/.aws/models, the
 models botocore ships) and changes only these two: files are decoded by orjson, and the list of
 services with a model answers `name in ...` by looking in that service's own directory; it lists every
 service only when asked for more (iterated, counted, indexed: botocore's error for an unknown service
-names them all). Measured by `bash scripts/bench.sh planner` (docs/performance.md, section 10).
+names them all). Together about 0.02 CPU-s of every query's start: `bash scripts/bench.sh planner`
+(docs/performance.md, section 10).
 """
 
 from __future__ import annotations
