@@ -21,9 +21,7 @@ environment (spark.executorEnv.*) leaves glibc's thresholds alone.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
-import platform
 import threading
 
 # mallopt(3) parameters (malloc.h)
@@ -48,16 +46,16 @@ def keep_body_memory() -> bool:
 
 
 def _set_thresholds() -> bool:
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    # (no `platform.libc_ver` or `ctypes.util.find_library`: the one reads the interpreter's binary, the
+    # other runs `ldconfig -p`; every client's process pays this once, the planner's too)
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36" where the C library is glibc
+    except (AttributeError, ValueError, OSError):
         return False
-    name = ctypes.util.find_library("c")
-    if name is None:
+    if not version or not version.startswith("glibc"):
         return False
-    libc = ctypes.CDLL(name)
-    mallopt = getattr(libc, "mallopt", None)
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # the process's own symbols: its libc's
     if mallopt is None:
         return False
-    # (mallopt returns 1 on success, 0 on a refused value)
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_B)) and bool(
-        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_B)
-    )
+    mapped = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_B)  # (1 when taken, 0 when refused)
+    return bool(mapped) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_B))
