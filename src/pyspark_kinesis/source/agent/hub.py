@@ -16,13 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...aws.error_kinds import error_code
 from ...aws.subscribe import Subscription
 from ...config.stream_specs import StreamSpec
 from ...model import AFTER, INSIDE, Position, seq_key
 from .spacing import ConsumerShard, Spacing
-
-IN_USE = "ResourceInUseException"  # SubscribeToShard within 5 s of a successful one (see `Spacing.answered`)
 
 # A read's events are remembered for a retry of it (`HeldSubscription.rewind`) up to this many payload
 # bytes (a batch's default share of a shard); beyond, a retry subscribes anew as it did before.
@@ -247,8 +244,8 @@ class SubscriptionHub:
             subscription = Subscription(
                 self.client_for(want.spec), want.consumer, want.shard, want.position, want.verify
             )
-        except BaseException as exc:
-            self.spacing.answered(key, ok=False, in_use=error_code(exc) == IN_USE)
+        except BaseException:
+            self.spacing.answered(key, ok=False)
             raise
         held = HeldSubscription(key, subscription)
         held.batch, held.relay_key = want.batch, want.relay_key
@@ -258,7 +255,7 @@ class SubscriptionHub:
         first = held.take(FIRST_MESSAGE_WAIT_S, peek=True)
         if first is not None and first[0] == "error":  # refused inside the stream (kinesis-local does this)
             held.close()
-            self.spacing.answered(key, ok=False, in_use=error_code(first[1]) == IN_USE)
+            self.spacing.answered(key, ok=False)
             raise first[1]
         self.spacing.answered(key, ok=True)
         held.subscribed_ms = int(time.time() * 1000)

@@ -41,17 +41,11 @@ class Spacing:
         if turn > now:
             time.sleep(turn - now)
 
-    def answered(self, key: ConsumerShard, ok: bool, in_use: bool = False) -> None:
+    def answered(self, key: ConsumerShard, ok: bool) -> None:
         """Spacing counts from the answer: the service saw the call before it answered, so this keeps
-        the calls apart as the service sees them.
-
-        `in_use`: the service refused the call with ResourceInUseException, which says that some
-        subscription on the key succeeded within the last 5 s, made by an agent this one cannot know of
-        (another executor's, or a killed one's, before any batch-end record names it). When is unknown,
-        so the next call waits 5 s from the refusal, the one wait sure to be past it: calls a second
-        apart until then would each be refused again (up to four of them)."""
+        the calls apart as the service sees them."""
         with self._lock:
             now = time.monotonic()
             self._called[key] = max(self._called.get(key, now), now)
-            if ok or in_use:
-                self._succeeded[key] = max(self._succeeded.get(key, now), now)
+            if ok:
+                self._succeeded[key] = now

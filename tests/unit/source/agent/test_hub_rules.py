@@ -15,9 +15,8 @@ from botocore.exceptions import ClientError
 
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent import hub as hub_module
-from pyspark_kinesis.source.agent import spacing as spacing_module
 from pyspark_kinesis.source.agent.hub import HeldSubscription, SubscriptionHub, SubscriptionRequest, _from
-from pyspark_kinesis.source.agent.spacing import RESUBSCRIBE_AFTER_S, SUBSCRIBE_SPACING_S, Spacing
+from pyspark_kinesis.source.agent.spacing import Spacing
 from tests.unit.scripted import SPEC
 from tests.unit.source.agent.test_fanout_hub import FakeClient, event
 
@@ -278,11 +277,11 @@ def request(position: Position, **kwargs: Any) -> SubscriptionRequest:
 class Recording(Spacing):
     def __init__(self) -> None:
         super().__init__()
-        self.answers: list[tuple[tuple[str, str], bool, bool]] = []
+        self.answers: list[tuple[tuple[str, str], bool]] = []
 
-    def answered(self, key, ok, in_use=False):  # type: ignore[override]
-        self.answers.append((key, ok, in_use))
-        super().answered(key, ok, in_use)
+    def answered(self, key, ok):  # type: ignore[override]
+        self.answers.append((key, ok))
+        super().answered(key, ok)
 
 
 def test_a_new_hub_is_idle_until_a_read_enters(monkeypatch) -> None:
@@ -317,14 +316,9 @@ def test_subscribing_asks_for_the_consumer_and_shard_with_the_streams_client() -
     held.close()
 
 
-def test_the_spacing_hears_every_answer(monkeypatch) -> None:
+def test_the_spacing_hears_every_answer() -> None:
     """A refusal of the call, one inside the stream, and an acceptance: each is told to the spacing
-    (it counts from the answer; an acceptance also starts the service's 5 s, and so does a refusal
-    because a subscription is in use: one made within the last 5 s, by whom this agent cannot know)."""
-    clock = Clock()
-    monkeypatch.setattr(spacing_module, "time", clock)
-    monkeypatch.setattr(spacing_module, "SUBSCRIBE_SPACING_S", SUBSCRIBE_SPACING_S)  # (the service's
-    monkeypatch.setattr(spacing_module, "RESUBSCRIBE_AFTER_S", RESUBSCRIBE_AFTER_S)  # own, on this clock)
+    (it counts from the answer; an acceptance also starts the service's 5 s)."""
 
     class Refusing(FakeClient):
         def subscribe_to_shard(self, **args: Any) -> dict:
@@ -341,10 +335,8 @@ def test_the_spacing_hears_every_answer(monkeypatch) -> None:
     client.refuse_next = ClientError({"Error": {"Code": "ResourceInUseException"}}, "SubscribeToShard")
     with pytest.raises(ClientError, match="ResourceInUse"):
         hub.open(request(Position.trim_horizon(), reuse=False))
-    refused_at = clock.now
     held, _ = hub.open(request(Position.trim_horizon(), reuse=False))
-    assert hub.spacing.answers == [(KEY, False, False), (KEY, False, True), (KEY, True, False)]
-    assert clock.now == refused_at + RESUBSCRIBE_AFTER_S  # not a second: it would be refused again
+    assert hub.spacing.answers == [(KEY, False), (KEY, False), (KEY, True)]
     held.close()
 
 

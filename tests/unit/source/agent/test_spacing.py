@@ -92,19 +92,3 @@ def test_a_late_answer_does_not_pull_forward_a_turn_already_given(monkeypatch):
 def test_a_subscription_made_elsewhere_is_waited_out_for_the_rest_of_its_five_seconds(clock, ago_s, waits):
     Spacing().before_subscribe(KEY, elsewhere_ms=int((clock.wall - ago_s) * 1000))
     assert clock.slept == ([] if waits is None else [waits])
-
-
-def test_a_refusal_because_a_subscription_is_in_use_waits_five_seconds_from_the_refusal(clock):
-    """ResourceInUseException: some subscription on the key succeeded within the last 5 s (another
-    executor's agent, or a killed one's), when is unknown: the next call waits the whole 5 s from the
-    refusal, not a second (each such call would be refused again until the 5 s have passed)."""
-    space = Spacing()
-    space.before_subscribe(KEY)
-    clock.mono += 0.2
-    space.answered(KEY, ok=False, in_use=True)
-    space.before_subscribe(KEY)
-    assert clock.slept == [RESUBSCRIBE_AFTER_S]
-    clock.mono += 0.1
-    space.answered(KEY, ok=False)  # (refused for another reason: the one-second spacing only)
-    space.before_subscribe(KEY)
-    assert clock.slept == [RESUBSCRIBE_AFTER_S, SUBSCRIBE_SPACING_S]
