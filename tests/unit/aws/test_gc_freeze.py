@@ -12,20 +12,7 @@ from pathlib import Path
 import pytest
 
 from pyspark_kinesis.aws import gc_freeze
-
-
-class Collector:
-    """gc's stand-in: records what is asked of it."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def collect(self) -> int:
-        self.calls.append("collect")
-        return 0
-
-    def freeze(self) -> None:
-        self.calls.append("freeze")
+from tests.unit.aws.test_client_sessions import Collector  # gc's stand-in
 
 
 def test_the_planner_freezes_once_without_a_collection(monkeypatch: pytest.MonkeyPatch) -> None:
