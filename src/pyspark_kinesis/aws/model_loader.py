@@ -40,10 +40,7 @@ def _read(path: str) -> bytes:
 
 
 class OrjsonFileLoader(JSONFileLoader):
-    """botocore's JSON file loader with orjson's decoder."""
-
-    def exists(self, file_path: str) -> bool:
-        return any(os.path.isfile(file_path + ext) for ext in _EXTENSIONS)
+    """botocore's JSON file loader with orjson's decoder (botocore's `exists` looks for the same files)."""
 
     def load_file(self, file_path: str) -> Any:
         for ext in _EXTENSIONS:
