@@ -13,6 +13,8 @@ appears in an offset: the planner pins it to a timestamp when the query first st
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -27,6 +29,33 @@ class ShardRef(NamedTuple):
 MIN_RETENTION_MS = 24 * 3600 * 1000  # Kinesis keeps records at least 24 hours
 # Clocks of executors, driver and service differ: a time this close to the retention proves nothing.
 RETENTION_MARGIN_MS = 15 * 60 * 1000
+
+
+HASH_KEY_SPACE = 2**128  # a shard's HashKeyRange lies in [0, 2^128)
+# An explicit hash key as a number: ASCII digits only (`str.isdigit` also takes other scripts' digits and
+# superscripts, which `int()` refuses) and at most 39 of them (2^128 has 39 digits; a longer string is
+# past the space, and past Python's digit limit `int()` raises on it).
+_HASH_KEY_DIGITS = re.compile(r"[0-9]{1,39}")
+
+
+def hash_key_value(text: str) -> int | None:
+    """An explicit hash key's number, or None when it is not one in [0, 2^128). Written by anyone who
+    may put records (inside a KPL aggregate nothing checks it), so it never raises: one such record
+    must not fail every read of its shard."""
+    if _HASH_KEY_DIGITS.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if value < HASH_KEY_SPACE else None
+
+
+def effective_hash_key(partition_key: str, explicit: str | None) -> int | None:
+    """Where Kinesis (and the KPL's shard map) places a record: its explicit hash key, else the MD5 of
+    its partition key as a 128-bit number. None: an explicit hash key that is no such number (nothing
+    places the record by it). The one rule the source's misplaced-record check and the sink's packing
+    share."""
+    if explicit:
+        return hash_key_value(explicit)
+    return int.from_bytes(hashlib.md5(partition_key.encode("utf-8"), usedforsecurity=False).digest(), "big")
 
 
 class StreamIdentity(NamedTuple):

@@ -18,7 +18,6 @@ shards again and re-send the user records the landed shard does not hold, packed
 from __future__ import annotations
 
 import bisect
-import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,7 +25,7 @@ from typing import Protocol
 
 from ..errors import SinkWriteError
 from ..kpl import Aggregate
-from ..model import ShardInfo
+from ..model import ShardInfo, effective_hash_key
 from .producing import Entry
 
 log = logging.getLogger(__name__)
@@ -36,10 +35,12 @@ MISPLACED_ROUNDS = 5
 
 
 def hash_of(partition_key: str, hash_key: str | None) -> int:
-    """Where Kinesis puts a record: its explicit hash key, else the MD5 of its partition key."""
-    if hash_key is not None:
-        return int(hash_key)
-    return int.from_bytes(hashlib.md5(partition_key.encode("utf-8")).digest(), "big")
+    """Where Kinesis puts a record (`model.effective_hash_key`); the sink refused rows whose explicit
+    hash key is no such number before they get here (`producing.invalid_reason`)."""
+    where = effective_hash_key(partition_key, hash_key)
+    if where is None:
+        raise ValueError(f"explicit hash key {hash_key!r} is not a number below 2^128")
+    return where
 
 
 class ShardRouter:

@@ -9,7 +9,6 @@ its recorded end.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import itertools
 import logging
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import pyarrow.compute as pc
 from ...aws.get_records import Records
 from ...errors import CorruptRecordError
 from ...kpl import MAGIC, deaggregate
-from ...model import AFTER, END, INSIDE, Position, seq_key
+from ...model import AFTER, END, INSIDE, Position, effective_hash_key, seq_key
 from .columns import Columns
 
 log = logging.getLogger(__name__)
@@ -60,14 +59,6 @@ def _reached(seq: str, sub: int, total: int, until: Position) -> bool:
     if until.kind == INSIDE:
         return seq == until.seq and sub == until.sub
     return False
-
-
-def effective_hash_key(partition_key: str, explicit: str | None) -> int | None:
-    """Where Kinesis (and the KPL's shard map) places a user record: its explicit hash key, else the MD5
-    of its partition key as a 128-bit number (None: an explicit hash key that is not a number)."""
-    if explicit:
-        return int(explicit) if explicit.isdigit() else None
-    return int.from_bytes(hashlib.md5(partition_key.encode("utf-8"), usedforsecurity=False).digest(), "big")
 
 
 def misplaced(partition_key: str, explicit: str | None, hash_range: tuple[int, int] | None) -> bool:

@@ -278,7 +278,8 @@ def test_a_read_resumed_inside_a_record_drops_what_was_consumed_also_when_the_re
 
 
 def test_a_records_place_is_its_explicit_hash_key_else_the_md5_of_its_key_and_a_range_holds_its_bounds():
-    from pyspark_kinesis.source.executor.cutting import effective_hash_key, misplaced
+    from pyspark_kinesis.model import effective_hash_key
+    from pyspark_kinesis.source.executor.cutting import misplaced
 
     assert effective_hash_key("a", None) == int(hashlib.md5(b"a").hexdigest(), 16)
     assert effective_hash_key("a", "") == effective_hash_key("a", None)

@@ -117,3 +117,51 @@ def test_each_task_gets_its_shards_ranges_also_in_a_restarted_run_that_replays_f
         plans = plan_tasks(offset, h.config, ranges=run.hash_ranges(offset))
         got = {piece.shard_id: piece.hash_range for plan in plans for piece in plan.shards}
         assert got == want and all(piece.stream == arn("a") for plan in plans for piece in plan.shards)
+
+
+# Explicit hash keys no producer's library would write, but anyone who may put records can: digits of other
+# scripts and superscripts (`str.isdigit` takes them, `int()` refuses some), keys past 2^128, and one past
+# Python's digit limit for `int()` (4,300 digits). None is a number in the key space.
+HOSTILE_HASH_KEYS = [
+    "²",
+    "١٢٣",
+    "𝟗",
+    "٣" * 50,
+    "9" * 5000,
+    str(2**128),
+    "3" * 40,
+    " 12",
+    "1_000",
+    "-5",
+    "0x10",
+]
+
+
+@pytest.mark.parametrize("explicit", HOSTILE_HASH_KEYS, ids=range(len(HOSTILE_HASH_KEYS)))
+def test_a_user_record_whose_explicit_hash_key_is_no_number_is_kept_and_the_read_goes_on(explicit):
+    """Such a record is placed by nothing, so nothing says it is misplaced: it is read (issue #61: before,
+    `'²'.isdigit()` let `int('²')` raise, and every attempt and replay of the shard failed with a raw
+    ValueError)."""
+    aggregator = RecordAggregator()
+    aggregator.add_user_record("k-low", b"before", "5")
+    aggregator.add_user_record("k-hostile", b"hostile", explicit)
+    aggregator.add_user_record("k-high", b"after", str(HALF + 5))
+    pk, _ehk, blob = aggregator.clear_and_get().get_contents()
+    records = Records.from_lists(seqs=["1000"], keys=[pk], data=[blob], arrivals=[1_700_000_000.0])
+    cut = read(records, LOW_HALF)
+    assert cut.cols.payloads().to_pylist() == [b"before", b"hostile"]
+    assert cut.misplaced == 1
+    replay = read(records, LOW_HALF, until=Position.after("1000"))
+    assert replay.cols.payloads().to_pylist() == [b"before", b"hostile"]
+
+
+def test_the_hash_key_rule_reads_ascii_decimal_numbers_in_the_key_space_only():
+    from pyspark_kinesis.model import effective_hash_key, hash_key_value
+
+    assert [hash_key_value(text) for text in HOSTILE_HASH_KEYS] == [None] * len(HOSTILE_HASH_KEYS)
+    assert hash_key_value("0") == 0
+    assert hash_key_value(str(2**128 - 1)) == 2**128 - 1
+    # (leading zeros: a number all the same, as the KCL's BigInteger reads it)
+    assert hash_key_value("007") == 7
+    assert effective_hash_key("a", "42") == 42
+    assert effective_hash_key("a", None) == kcl_hash_key("a", None)
