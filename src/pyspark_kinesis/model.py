@@ -31,6 +31,14 @@ MIN_RETENTION_MS = 24 * 3600 * 1000  # Kinesis keeps records at least 24 hours
 RETENTION_MARGIN_MS = 15 * 60 * 1000
 
 
+def unaged(since_ms: int, now_ms: int, retention_ms: int | None) -> bool:
+    """No record that arrived after `since_ms` can have aged out by `now_ms` (0: nothing is known): the
+    moment lies within the stream's retention (MIN_RETENTION_MS when not known), less a margin for the
+    clocks of driver, executors and service. The one clock rule of the tip (`ShardState.tip_ms`): the
+    executors' loss checks and the driver's renewal of the tip by its looks both ask it."""
+    return since_ms > 0 and now_ms - since_ms < (retention_ms or MIN_RETENTION_MS) - RETENTION_MARGIN_MS
+
+
 HASH_KEY_SPACE = 2**128  # a shard's HashKeyRange lies in [0, 2^128)
 # An explicit hash key as a number: ASCII digits only (`str.isdigit` also takes other scripts' digits and
 # superscripts, which `int()` refuses) and at most 39 of them (2^128 has 39 digits; a longer string is

@@ -13,12 +13,15 @@ import logging
 from collections.abc import Callable
 
 from ...errors import CheckpointMismatchError
-from ...model import ShardRef
+from ...model import Position, ShardRef
 from ..state.batch_log import BatchEndLog, offset_digest
 from ..state.offsets import ShardEnd, SourceOffset
 from .recorded import read_ends
 
 log = logging.getLogger(__name__)
+# The driver notes the tips its looks renewed at most this often (one small write while a query idles):
+# a restart then knows the tip up to this much older than it was, which only errs on the loud side.
+QUIET_NOTE_EVERY_MS = 10 * 60 * 1000
 
 
 class Ledger:
@@ -32,6 +35,8 @@ class Ledger:
         self._looked_up: set[int] = set()  # batches whose `planned` marker this run has looked at
         self._planned_here: dict[int, str] = {}  # batch -> digest of its offset, planned or checked here
         self._ends: tuple[int, dict[ShardRef, ShardEnd]] | None = None  # the last batch's ends read
+        self._quiet_read: set[int] = set()  # batches whose quiet note this run has read
+        self._quiet_note: tuple[int, str, int] | None = None  # (batch, key, newest renewal) noted last
 
     # -- the query's identity ----------------------------------------------------------------------
     def begin(self, token: str, streams: list[str]) -> bool:
@@ -130,6 +135,29 @@ class Ledger:
         ends, unrun = read_ends(self.log, offset, readable)
         self._ends = (offset.batch, ends)
         return ends, unrun
+
+    # -- the tip renewed while no batch runs (`tip_probe`) -------------------------------------------
+    def quiet_noted(self, offset: SourceOffset) -> dict[ShardRef, tuple[Position, int]]:
+        """What the driver's looks found after batch `offset.batch`, as the last note says (read once per
+        run and batch: afterwards this run's own looks know more)."""
+        if offset.batch < 0 or offset.batch in self._quiet_read:
+            return {}
+        self._quiet_read.add(offset.batch)
+        return self.log.quiet_noted(offset.token, offset.batch)
+
+    def note_quiet(self, start: SourceOffset, quiet: dict[ShardRef, tuple[Position, int]]) -> None:
+        """Note the looks' renewals of the tip after batch `start.batch` for a restart, when the newest
+        one is `QUIET_NOTE_EVERY_MS` newer than the last note; the note it replaces goes."""
+        if start.batch < 0 or not quiet:
+            return
+        newest = max(at for _position, at in quiet.values())
+        last = self._quiet_note
+        if last is not None and last[0] == start.batch and newest - last[2] < QUIET_NOTE_EVERY_MS:
+            return
+        key = self.log.note_quiet(start.token, start.batch, newest, quiet)
+        if last is not None and last[1] != key:
+            self.log.delete(last[1])
+        self._quiet_note = (start.batch, key, newest)
 
     def committed(self, end: SourceOffset) -> None:
         """Spark committed the batch that ended at `end`: no restart replays a batch before it, nor

@@ -66,7 +66,7 @@ class Planner:
         self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
         self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
         self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
-        self.probe = TipProbe(self.discovery.proxy, config.idle_poll_interval_ms, clock)
+        self.probe = TipProbe(self.discovery.proxy, config.idle_poll_interval_ms, clock, self._retention_ms)
 
     def read_up_to(self, cutoff_ms: int, *, drain: bool = False) -> None:
         """This run reads only what arrived by `cutoff_ms` (Trigger.AvailableNow), and with `drain`
@@ -239,7 +239,12 @@ class Planner:
             streams[key] = lineage.prune_finished(self._discover(key, streams[key], ends))
         self.lag.update(start.batch, ends, streams)
 
+        self.probe.seed(self.ledger.quiet_noted(start))
         candidates = self._admitted(streams, ends, start.cutoff_ms)
+        # (the looks just made renew the tip of idle shards: in the offset if a batch is planned, under
+        # metadataPath for a restart either way)
+        streams = steps.renewed(streams, self.probe.quiet)
+        self.ledger.note_quiet(start, self.probe.quiet)
         slots = self.shape.slots(candidates, max_rows, max_bytes, start.batch + 1, self.discovery.info)
         if not slots:
             # Nothing to read now: no batch. Where batch `start.batch` ended stays in its records, and
@@ -310,6 +315,10 @@ class Planner:
             ", ".join(sorted({c for ref in closures for c in ends[ref].children})) or "(none reported)",
         )
         return self._list_after(closures, ends, states)
+
+    def _retention_ms(self, key: str) -> int | None:
+        spec = self.config.stream(key)
+        return None if spec is None else spec.retention_ms
 
     def _listed_closed(self, ref: ShardRef) -> bool:
         info = self.discovery.info(*ref)

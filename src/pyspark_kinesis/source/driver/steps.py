@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from ...model import ShardRef
+from ...model import Position, ShardRef
 from ..state.offsets import NO_TASK, ShardEnd, ShardState, SourceOffset
 from .batch_shape import ShardAssignment
 
@@ -38,6 +38,21 @@ def advanced(offset: SourceOffset, ends: Mapping[ShardRef, ShardEnd]) -> Streams
                 base, position=end.reached, idle=idle, polled_ms=max(end.read_at_ms, 1), tip_ms=tip
             )
     return streams
+
+
+def renewed(streams: Streams, quiet: Mapping[ShardRef, tuple[Position, int]]) -> Streams:
+    """The states with the tip renewed where a look found nothing after a shard's position later than a
+    read last found it at the tip there (`tip_probe.TipProbe.quiet`): an idle shard plans no batch, so
+    without this the offset's `tip_ms` would be as old as the last batch that read the shard."""
+    out = streams
+    for (arn, sid), (position, at_ms) in quiet.items():
+        state = streams.get(arn, {}).get(sid)
+        if state is None or state.position != position or at_ms <= state.tip_ms:
+            continue
+        if out is streams:
+            out = {key: dict(states) for key, states in streams.items()}
+        out[arn][sid] = replace(state, tip_ms=at_ms)
+    return out
 
 
 def holders_of(ends: Mapping[ShardRef, ShardEnd]) -> dict[ShardRef, str]:

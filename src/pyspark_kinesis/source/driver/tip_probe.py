@@ -9,6 +9,14 @@ calls those empty batches made (the KCL polls an idle shard about as often), and
 only for shards that have something. The record a look returns is not kept: the batch's task reads
 it, so every end is still recorded by a task, first writer wins.
 
+A look that found nothing is also what renews the shard's tip (`ShardState.tip_ms`) while no batch
+runs: "nothing after position P at moment T" means every later record arrives after T, so none can
+have aged out within the retention of T. Without it, a quiet spell longer than the retention (a
+weekend) turned the first new record into a false data loss, since only recorded batch ends renewed
+the tip. A look's "nothing" proves that only while the tip known before it is itself within the
+retention: a look at a position whose later records aged out meanwhile (the query stopped for days)
+also finds nothing. So each renewal must follow one still in force (`quiet`).
+
 A look that fails (a server that refuses it, an error the task's read would handle its own way) lets
 the shard into the batch, as before looks; credentials that may not call GetRecords from the driver
 turn looks off for that stream, with one warning. Under `trigger(availableNow=True)` every idle
@@ -23,7 +31,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from ...aws.kinesis import KinesisProxy, TipAnswer
-from ...model import Position, ShardRef
+from ...model import Position, ShardRef, unaged
 from ..state.offsets import ShardState
 
 log = logging.getLogger(__name__)
@@ -37,14 +45,23 @@ class TipProbe:
     """Looks at idle shards for one query run; keeps only hints (iterators, when each shard was looked at)."""
 
     def __init__(
-        self, proxy_for: Callable[[str], KinesisProxy], interval_ms: int, clock: Callable[[], int]
+        self,
+        proxy_for: Callable[[str], KinesisProxy],
+        interval_ms: int,
+        clock: Callable[[], int],
+        retention_ms: Callable[[str], int | None] = lambda _key: None,
     ) -> None:
+        """`retention_ms`: each stream's retention (None: not known, the shortest Kinesis has)."""
         self._proxy_for = proxy_for
+        self._retention_ms = retention_ms
         self._interval_ms = interval_ms
         self._clock = clock
         self._looked: dict[ShardRef, int] = {}  # when each shard was last looked at (driver clock)
         self._iterators: dict[ShardRef, tuple[Position, str, int]] = {}  # position, iterator, obtained
         self._denied: set[str] = set()  # streams whose credentials may not look
+        # Shard -> (position, when a look last found nothing after it), kept only while each renewal
+        # followed a tip still in force (see the module docstring and `tip_at`).
+        self.quiet: dict[ShardRef, tuple[Position, int]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self.looks = 0  # GetRecords calls made by looks (for tests and the lag report's readers)
 
@@ -65,10 +82,33 @@ class TipProbe:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(LOOKS_AT_ONCE, thread_name_prefix="kinesis-look")
             answers = self._pool.map(lambda ref: self._look(ref, due[ref].position), asked)
-            found |= {ref for ref, news in zip(asked, answers, strict=True) if news}
+            for ref, news in zip(asked, answers, strict=True):
+                if news:
+                    found.add(ref)
+                else:
+                    self._renew(ref, due[ref], now)
         for ref in due:
             self._looked[ref] = now
         return found
+
+    def tip_at(self, ref: ShardRef, state: ShardState) -> int:
+        """When the shard was last known at its tip at the state's position: by a read (the offset's
+        `tip_ms`) or by a look of this run (or one noted under metadataPath, see `seed`)."""
+        kept = self.quiet.get(ref)
+        return max(state.tip_ms, kept[1] if kept is not None and kept[0] == state.position else 0)
+
+    def _renew(self, ref: ShardRef, state: ShardState, now: int) -> None:
+        """A look at `now` (taken before the call: the answer shows the shard at or after it) found nothing
+        after the state's position: the tip is renewed, if the tip known before still holds."""
+        if unaged(self.tip_at(ref, state), now, self._retention_ms(ref[0])):
+            self.quiet[ref] = (state.position, now)
+
+    def seed(self, noted: Mapping[ShardRef, tuple[Position, int]]) -> None:
+        """Renewals a run before this one noted under metadataPath (`Ledger.note_quiet`), where newer."""
+        for ref, (position, at) in noted.items():
+            kept = self.quiet.get(ref)
+            if kept is None or kept[0] != position or kept[1] < at:
+                self.quiet[ref] = (position, at)
 
     def _look(self, ref: ShardRef, position: Position) -> bool:
         key, sid = ref
@@ -92,9 +132,11 @@ class TipProbe:
             )
         if answer.iterator is not None:  # a next iterator: valid 5 minutes from now
             self._iterators[ref] = (position, answer.iterator, self._clock())
-        return answer.news is not False
+        return answer.news is not False  # (a look that told nothing lets the shard in)
 
     def forget(self, keep: set[ShardRef]) -> None:
         """Drop what is kept for shards no longer idle (read since, finished, or gone)."""
         for ref in [r for r in self._iterators if r not in keep]:
             del self._iterators[ref]
+        for ref in [r for r in self.quiet if r not in keep]:
+            del self.quiet[ref]

@@ -23,7 +23,7 @@ import logging
 import time
 
 from ...errors import DataLossError
-from ...model import MIN_RETENTION_MS, RETENTION_MARGIN_MS, Position
+from ...model import MIN_RETENTION_MS, Position, unaged
 from ..state.offsets import ShardEnd
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,7 @@ class LossPolicy:
 
     def unaged(self, since_ms: int) -> bool:
         """No record that arrived after `since_ms` can have aged out yet (0: nothing is known)."""
-        age = int(time.time() * 1000) - since_ms
-        return since_ms > 0 and age < self.retention_ms - RETENTION_MARGIN_MS
+        return unaged(since_ms, int(time.time() * 1000), self.retention_ms)
 
     def loss(self, what: str) -> None:
         if self.fail:

@@ -18,6 +18,8 @@ carry):
                                                (failOnDataLoss=false), for the driver to report
     <token>/batch-000000000007/read.json        the tasks whose records the driver read (or closed)
                                                when it first planned from batch 7
+    <token>/batch-000000000007/quiet-<ms>.json  idle shards the driver's looks found at their tip after
+                                               batch 7, and when (the newest note only)
 
 A batch's tasks need not all run: a `foreachBatch` that calls `df.show()` or `df.take(n)`, or returns
 without touching `df`, leaves tasks that never ran and never recorded anything. Such a task emitted
@@ -110,6 +112,13 @@ READ_NAME = "read.json"
 
 def read_key(token: str, batch: int) -> str:
     return f"{batch_folder(token, batch)}/{READ_NAME}"
+
+
+QUIET_PREFIX = "quiet-"
+
+
+def quiet_key(token: str, batch: int, at_ms: int) -> str:
+    return f"{batch_folder(token, batch)}/{QUIET_PREFIX}{at_ms:015d}.json"
 
 
 def source_key(token: str) -> str:
@@ -288,6 +297,38 @@ class BatchEndLog:
                         end = out[ShardRef(key, sid)]
                         out[ShardRef(key, sid)] = replace(end, losses=end.losses + tuple(map(str, texts)))
         return out
+
+    # -- the tip renewed while no batch runs --------------------------------------------------------
+    def note_quiet(
+        self, token: str, batch: int, at_ms: int, quiet: Mapping[ShardRef, tuple[Position, int]]
+    ) -> str:
+        """Note the shards the driver's looks found at their tip after batch `batch` (each with its
+        position and when: `tip_probe.TipProbe.quiet`), so that a restart knows them too; returns the
+        note's key (the caller deletes the note this one replaces)."""
+        streams: dict[str, dict[str, list[Any]]] = {}
+        for (key, sid), (position, seen) in sorted(quiet.items()):
+            streams.setdefault(key, {})[sid] = [position.to_json(), seen]
+        key = quiet_key(token, batch, at_ms)
+        self.store.put_if_absent(key, orjson.dumps({"streams": streams}))
+        return key
+
+    def quiet_noted(
+        self, token: str, batch: int, names: frozenset[str] | None = None
+    ) -> dict[ShardRef, tuple[Position, int]]:
+        """The newest note of `note_quiet` for batch `batch` (nothing when there is none)."""
+        names = self.names(token, batch) if names is None else names
+        notes = sorted(name for name in names if name.startswith(QUIET_PREFIX))
+        raw = self.store.get(f"{batch_folder(token, batch)}/{notes[-1]}") if notes else None
+        if raw is None:
+            return {}
+        return {
+            ShardRef(key, sid): (Position.from_json(position), int(seen))
+            for key, shards in orjson.loads(raw)["streams"].items()
+            for sid, (position, seen) in shards.items()
+        }
+
+    def delete(self, key: str) -> None:
+        self.store.delete(key)
 
     # -- garbage collection --------------------------------------------------------------------
     def collect(self, token: str, below: int) -> None:
