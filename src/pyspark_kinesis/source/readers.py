@@ -205,7 +205,7 @@ def stream_reader(config: SourceConfig) -> KinesisStreamReader:
 
 def _keep_alive(planner: Planner) -> None:
     """Renew the running query's `live` record under metadataPath while this driver-side process
-    lives (see `BatchEndLog.beat`): another query that would share metadataPath refuses to start."""
+    lives (see `LiveRecords.beat`): another query that would share metadataPath refuses to start."""
     from .state.batch_log import LIVE_EVERY_S
 
     pause = threading.Event()

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from ...aws.kinesis import KinesisProxy
 from ...config.stream_specs import StreamSpec
 from ...errors import CheckpointMismatchError, StreamAccessError
-from ...model import Position, ShardRef
+from ...model import Position, ShardInfo, ShardRef
 from ..options import SourceConfig
 from ..state.batch_log import BatchEndLog
 from ..state.offsets import ShardEnd, ShardState, SourceOffset
@@ -119,24 +119,53 @@ class Planner:
         self.ledger.check_query(offset)
 
     def hash_ranges(self, offset: SourceOffset) -> dict[ShardRef, tuple[int, int]]:
-        """The HashKeyRange of each shard batch `offset` reads, from the listings (a stream not listed
-        yet in this run, as when Spark replays its last batch right after a restart, is listed once):
-        the tasks drop the KPL user records outside it, as the KCL does. A range never changes, so a
-        replay drops what its first attempt dropped."""
+        """The HashKeyRange of each shard batch `offset` reads: the tasks drop the KPL user records
+        outside it, as the KCL does. They are those the batch was planned with (its `planned` marker
+        keeps them), so a replay after a restart drops exactly what its first attempt dropped, whatever
+        a listing now answers. Only a marker written before markers kept them sends us to the listing,
+        which must then answer."""
+        known = self.ledger.ranges(offset.batch)
+        if known is not None:
+            return known
         ranges: dict[ShardRef, tuple[int, int]] = {}
         for refs in offset.tasks().values():
-            for key, sid in refs:
-                info = self.discovery.info(key, sid)
-                if info is None and key not in self._listed and self.config.stream(key) is not None:
-                    self._listed.add(key)
-                    try:
-                        self.discovery.refresh(key, {}, force=True, cutoff_ms=None)
-                    except Exception as exc:  # the batch's reads will meet it too, and say so
-                        log.warning("Kinesis stream %s: could not list its shards for their hash key ranges: %s", key, exc)  # fmt: skip
-                    info = self.discovery.info(key, sid)
+            for ref in refs:
+                info = self._info_listed(ref)
+                if info is None and self.config.stream(ref.stream) is not None:
+                    raise StreamAccessError(
+                        f"Kinesis stream {ref.stream}: batch {offset.batch} must be read as it was planned, "
+                        f"and its record under metadataPath does not keep shard {ref.shard}'s hash key "
+                        "range (it was written by an earlier version), which ListShards did not answer. "
+                        "Start the query again once ListShards answers."
+                    )
                 if info is not None:
-                    ranges[ShardRef(key, sid)] = (info.start_hash, info.end_hash)
+                    ranges[ref] = (info.start_hash, info.end_hash)
         return ranges
+
+    def _info_listed(self, ref: ShardRef) -> ShardInfo | None:
+        """What a listing says of a shard; a stream not listed yet in this run is listed once now."""
+        info = self.discovery.info(*ref)
+        if info is None and ref.stream not in self._listed and self.config.stream(ref.stream) is not None:
+            self._listed.add(ref.stream)
+            try:
+                self.discovery.refresh(ref.stream, {}, force=True, cutoff_ms=None)
+            except StreamAccessError as exc:
+                log.warning("Kinesis stream %s: could not list its shards: %s", ref.stream, exc)
+            info = self.discovery.info(*ref)
+        return info
+
+    def _with_ranges(self, candidates: list[ShardRef]) -> list[ShardRef]:
+        """The candidates whose hash key range a listing told: the batch's marker keeps each one, for
+        every attempt and replay to filter by (a shard the listings of this run have not shown yet,
+        after a restart whose listings fail, waits for one)."""
+        kept = [ref for ref in candidates if self._info_listed(ref) is not None]
+        if len(kept) < len(candidates):
+            waiting = sorted(set(candidates) - set(kept))
+            log.warning(
+                "Kinesis shards %s wait for a listing that shows their hash key ranges",
+                ", ".join(f"{sid} of {key}" for key, sid in waiting),
+            )
+        return kept
 
     def check_logged_batch(self, end: SourceOffset) -> None:
         """Before any task of a logged batch runs: see `Ledger.check_logged_batch` (and the options
@@ -245,6 +274,7 @@ class Planner:
         # metadataPath for a restart either way)
         streams = steps.renewed(streams, self.probe.quiet)
         self.ledger.note_quiet(start, self.probe.quiet)
+        candidates = self._with_ranges(candidates)
         slots = self.shape.slots(candidates, max_rows, max_bytes, start.batch + 1, self.discovery.info)
         if not slots:
             # Nothing to read now: no batch. Where batch `start.batch` ended stays in its records, and
@@ -264,7 +294,12 @@ class Planner:
                 streams, {k: v for k, v in start.created.items() if k not in self._recreated}
             ),
         )
-        return self.ledger.mark_planned(start, offset)
+        ranges = {}
+        for ref in slots:
+            info = self.discovery.info(*ref)
+            assert info is not None, "a shard is planned only with its range known (`_with_ranges`)"
+            ranges[ref] = (info.start_hash, info.end_hash)
+        return self.ledger.mark_planned(start, offset, ranges)
 
     def _admitted(
         self,

@@ -59,13 +59,42 @@ import orjson
 
 from ...errors import CheckpointMismatchError
 from ...model import Position, ShardRef
+from .layout import (
+    QUIET_PREFIX,
+    READ_NAME,
+    batch_folder,
+    loss_key,
+    planned_key,
+    quiet_key,
+    read_key,
+    source_key,
+    task_key,
+    task_name,
+)
+from .liveness import LIVE_EVERY_S, LIVE_FOR_S, LiveRecords
 from .offsets import ShardEnd, TaskEnd
-from .processes import process_gone, this_process
 from .store import BatchEndStore, open_store
 
+__all__ = [
+    "LIVE_EVERY_S",
+    "LIVE_FOR_S",
+    "QUIET_PREFIX",
+    "READ_NAME",
+    "BatchEndLog",
+    "HashRanges",
+    "PlannedBatch",
+    "batch_folder",
+    "loss_key",
+    "offset_digest",
+    "planned_key",
+    "quiet_key",
+    "read_key",
+    "source_key",
+    "task_key",
+    "task_name",
+]
+
 log = logging.getLogger(__name__)
-LIVE_EVERY_S = 20.0  # a running query's driver renews its `live` record this often...
-LIVE_FOR_S = 90.0  # ...and one not renewed for this long belongs to a query that is gone
 
 
 def offset_digest(offset: Mapping[str, Any]) -> str:
@@ -73,59 +102,42 @@ def offset_digest(offset: Mapping[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(offset, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
+HashRanges = dict[ShardRef, tuple[int, int]]
+
+
 @dataclass(frozen=True)
 class PlannedBatch:
-    """What a batch's `planned` marker says: when, from which start offset, and its own offset (None
-    in markers written before markers held offsets)."""
+    """What a batch's `planned` marker says: when, from which start offset, its own offset (None in
+    markers written before markers held offsets), and the HashKeyRange of each shard its tasks read as
+    the planning listing knew it (None in markers written before markers held them)."""
 
     at_ms: int
     start_digest: str | None
     offset: dict[str, Any] | None
+    ranges: HashRanges | None = None
 
     @property
     def digest(self) -> str | None:
         return None if self.offset is None else offset_digest(self.offset)
 
 
-def batch_folder(token: str, batch: int) -> str:
-    return f"{token}/batch-{batch:012d}"
+def _ranges_json(ranges: HashRanges) -> dict[str, dict[str, str]]:
+    """{stream: {shard: "low:high"}}, the bounds in hexadecimal (a 128-bit bound is 32 digits)."""
+    out: dict[str, dict[str, str]] = {}
+    for (key, sid), (low, high) in sorted(ranges.items()):
+        out.setdefault(key, {})[sid] = f"{low:x}:{high:x}"
+    return out
 
 
-def task_name(task: int) -> str:
-    return f"task-{task:05d}.json"
+def _ranges_from_json(data: Mapping[str, Mapping[str, str]]) -> HashRanges:
+    return {
+        ShardRef(key, sid): (int(text.split(":")[0], 16), int(text.split(":")[1], 16))
+        for key, shards in data.items()
+        for sid, text in shards.items()
+    }
 
 
-def task_key(token: str, batch: int, task: int) -> str:
-    return f"{batch_folder(token, batch)}/{task_name(task)}"
-
-
-def loss_key(token: str, batch: int, task: int) -> str:
-    return f"{batch_folder(token, batch)}/loss-task-{task:05d}.json"
-
-
-def planned_key(token: str, batch: int) -> str:
-    return f"{batch_folder(token, batch)}/planned.json"
-
-
-READ_NAME = "read.json"
-
-
-def read_key(token: str, batch: int) -> str:
-    return f"{batch_folder(token, batch)}/{READ_NAME}"
-
-
-QUIET_PREFIX = "quiet-"
-
-
-def quiet_key(token: str, batch: int, at_ms: int) -> str:
-    return f"{batch_folder(token, batch)}/{QUIET_PREFIX}{at_ms:015d}.json"
-
-
-def source_key(token: str) -> str:
-    return f"{token}/source.json"
-
-
-class BatchEndLog:
+class BatchEndLog(LiveRecords):
     """The batch-end records of the queries whose records live under one metadataPath."""
 
     def __init__(self, store: BatchEndStore, location: str) -> None:
@@ -175,17 +187,24 @@ class BatchEndLog:
 
     # -- batches -------------------------------------------------------------------------------
     def mark_planned(
-        self, token: str, batch: int, offset: dict[str, Any], start: Mapping[str, Any]
+        self,
+        token: str,
+        batch: int,
+        offset: dict[str, Any],
+        start: Mapping[str, Any],
+        ranges: HashRanges | None = None,
     ) -> dict[str, Any]:
-        """Record that batch `batch` was planned with `offset` from the start offset `start`, before
-        Spark logs it, and return the offset that stands: this one, or the one an earlier planning of
-        the same batch recorded (see the module docstring)."""
+        """Record that batch `batch` was planned with `offset` from the start offset `start` (and the
+        hash key ranges its tasks filter KPL user records by), before Spark logs it, and return the
+        offset that stands: this one, or the one an earlier planning of the same batch recorded (see the
+        module docstring)."""
         record = {
             "token": token,
             "batch": batch,
             "at": int(time.time() * 1000),
             "from": offset_digest(start),
             "offset": offset,
+            **({"ranges": _ranges_json(ranges)} if ranges is not None else {}),
         }
         if self.store.put_if_absent(planned_key(token, batch), orjson.dumps(record)):
             return offset
@@ -211,7 +230,13 @@ class BatchEndLog:
         if raw is None:
             return None
         data = orjson.loads(raw)
-        return PlannedBatch(int(data.get("at", 0)), data.get("from"), data.get("offset"))
+        ranges = data.get("ranges")
+        return PlannedBatch(
+            int(data.get("at", 0)),
+            data.get("from"),
+            data.get("offset"),
+            None if ranges is None else _ranges_from_json(ranges),
+        )
 
     def was_planned(self, token: str, batch: int) -> bool:
         return self.planned(token, batch) is not None
@@ -343,77 +368,3 @@ class BatchEndLog:
             if name.startswith("batch-") and int(name[6:]) < below:
                 self.store.delete_folder(f"{token}/{name}")
         self._collected_below[token] = below
-
-    # -- one running query per metadataPath ----------------------------------------------------
-    def beat(self, token: str) -> str:
-        """Renew the running query's `live` record (and drop its older ones); returns its path. It names
-        this process, so that a query on this host can tell a driver that was killed (`_ended`)."""
-        now = int(time.time() * 1000)
-        folder = f"{token}/live"
-        self.store.put_if_absent(f"{folder}/{now:015d}.json", orjson.dumps(this_process()))
-        for name in self.store.list_records(folder):
-            if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) < now:
-                self.store.delete(f"{folder}/{name}")
-        return f"{folder}/{now:015d}.json"
-
-    def claim(self, token: str) -> None:
-        """Run as the query with `token`, alone on metadataPath: beat first, so that of two queries
-        claiming at once at least one sees the other; a refused claim withdraws its beat (left there,
-        it would make the query holding metadataPath look shared for `LIVE_FOR_S` seconds, and
-        refuse that query's own restart)."""
-        beat = self.beat(token)
-        try:
-            self.check_alone(token)
-        except CheckpointMismatchError:
-            self.store.delete(beat)
-            raise
-
-    def check_alone(self, token: str) -> None:
-        """Fail clearly if a query with another token ran under this metadataPath in the last
-        `LIVE_FOR_S` seconds."""
-        now = int(time.time() * 1000)
-        for other in self.store.list_folders(""):
-            if other == token or other.startswith("_"):
-                continue
-            last = self._last_beat(other)
-            if now - last < LIVE_FOR_S * 1000 and not self._ended(other, last):
-                raise CheckpointMismatchError(
-                    f"metadataPath '{self.location}' is in use by another running query (token {other}, "
-                    f"last seen {max(0, now - last) // 1000} s ago). Give every query its own metadataPath "
-                    "(they would share the same enhanced fan-out consumer and records folder). If that "
-                    f"query has stopped, start again after {int(LIVE_FOR_S)} s (at once on the host it ran on)."
-                )
-
-    def _last_beat(self, token: str) -> int:
-        """When the query with `token` last renewed its live record (0: never, or long gone)."""
-        beats = [n[:-5] for n in self.store.list_records(f"{token}/live") if n[:-5].isdigit()]
-        return max((int(b) for b in beats), default=0)
-
-    def _ended(self, token: str, beat: int) -> bool:
-        """Whether the process that wrote that live record is known to be gone: it ran on this host and
-        no such process runs now (a driver killed here and restarted)."""
-        raw = self.store.get(f"{token}/live/{beat:015d}.json")
-        info = orjson.loads(raw) if raw else {}
-        return bool(info) and process_gone(info)
-
-    def collect_abandoned(self, token: str) -> list[str]:
-        """Delete what queries left that no checkpoint can name: a query whose driver is gone (no fresh
-        live record, or its process gone from this host) before any task of its first batch recorded
-        an end (killed after its first planning, before Spark logged that batch: its restart began a
-        new query). Returns their tokens."""
-        now, gone = int(time.time() * 1000), []
-        for other in self.store.list_folders(""):
-            if other == token or other.startswith("_") or not self.store.get(source_key(other)):
-                continue
-            last = self._last_beat(other)
-            if now - last < LIVE_FOR_S * 1000 and not self._ended(other, last):
-                continue
-            batches = [n for n in self.store.list_folders(other) if n.startswith("batch-")]
-            if batches and (batches != [batch_folder(other, 0).split("/")[1]] or self._recorded(other, 0)):
-                continue
-            self.store.delete_folder(other)
-            gone.append(other)
-        return gone
-
-    def _recorded(self, token: str, batch: int) -> bool:
-        return any(n.startswith("task-") for n in self.names(token, batch))

@@ -1,6 +1,6 @@
 """Which process wrote a live record, and whether it still runs.
 
-A query's driver renews a live record under metadataPath (`batch_log.BatchEndLog.beat`) so that a
+A query's driver renews a live record under metadataPath (`liveness.LiveRecords.beat`) so that a
 second query refuses to share it. A driver killed and restarted on the same host would otherwise be
 refused by its own dead predecessor's fresh record for up to `LIVE_FOR_S`: the record names its
 process, and a process gone from this host holds nothing.

@@ -9,12 +9,13 @@ import json
 import logging
 from dataclasses import replace
 
+import orjson
 import pytest
 
 from pyspark_kinesis.errors import CheckpointMismatchError, StreamAccessError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.driver import planner as planner_module
-from pyspark_kinesis.source.state.batch_log import planned_key
+from pyspark_kinesis.source.state.batch_log import batch_folder, planned_key
 from pyspark_kinesis.source.state.offsets import ShardState, SourceOffset
 from tests.unit.planner_fakes import (
     HALF,
@@ -159,11 +160,15 @@ def test_streams_dropped_from_and_added_to_the_options_are_said(caplog):
     )
 
 
-def test_a_replay_that_cannot_list_for_hash_ranges_says_so_and_lists_once(caplog):
+def test_a_replay_filters_by_the_hash_key_ranges_its_batch_was_planned_with_not_by_a_listing():
+    """Issue #61 item 3: a restarted driver listed each stream for the ranges of a replayed batch, and
+    when that listing failed the replay kept the KPL user records its first attempt had dropped."""
     h = one_stream()
     planner = h.planner()
     first = planner.next_offset(planner.initial_offset(), None, None)
-    restarted = h.planner()  # (a restart: nothing listed in this run yet)
+    planned = {(A, "s0"): (0, HALF - 1), (A, "s1"): (HALF, 2**128 - 1)}
+    assert planner.hash_ranges(first) == planned
+    restarted = h.planner()  # (a restart: nothing listed in this run yet, and ListShards refuses)
     asked: list[str] = []
 
     def refuse(key, *args, **kwargs):
@@ -171,15 +176,57 @@ def test_a_replay_that_cannot_list_for_hash_ranges_says_so_and_lists_once(caplog
         raise StreamAccessError("ListShards refused (injected)")
 
     restarted.discovery.refresh = refuse  # type: ignore[method-assign]
+    restarted.check_logged_batch(logged(first))  # (what Spark's partitions() does first)
+    assert restarted.hash_ranges(logged(first)) == planned
+    assert asked == []
+
+
+def test_a_replay_of_a_batch_whose_marker_has_no_ranges_lists_and_fails_clearly_if_it_cannot(caplog):
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    key = f"{batch_folder(first.token, 0)}/planned.json"
+    marker = orjson.loads(h.store.data[key])
+    del marker["ranges"]  # (a marker written before markers kept them)
+    h.store.data[key] = orjson.dumps(marker)
+    restarted = h.planner()
+
+    def refuse(key, *args, **kwargs):
+        raise StreamAccessError("ListShards refused (injected)")
+
+    restarted.discovery.refresh = refuse  # type: ignore[method-assign]
+    restarted.check_logged_batch(logged(first))
+    with pytest.raises(StreamAccessError) as failed:
+        restarted.hash_ranges(logged(first))
+    assert str(failed.value) == (
+        f"Kinesis stream {A}: batch 0 must be read as it was planned, and its record under metadataPath does "
+        "not keep shard s0's hash key range (it was written by an earlier version), which ListShards did not "
+        "answer. Start the query again once ListShards answers."
+    )
+    again = h.planner()
+    again.check_logged_batch(logged(first))
+    assert again.hash_ranges(logged(first)) == {(A, "s0"): (0, HALF - 1), (A, "s1"): (HALF, 2**128 - 1)}
+
+
+def test_a_shard_whose_range_no_listing_of_this_run_told_waits_for_one(caplog):
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first)
+    restarted = h.planner()
+    h.kinesis.failures = 100  # every listing of this run fails
     with caplog.at_level(logging.WARNING, logger=planner_module.__name__):
-        assert restarted.hash_ranges(first) == {}
-        assert restarted.hash_ranges(first) == {}  # (listed once per run and stream, failed or not)
-    assert asked == [A]
-    assert caplog.messages == [
-        f"Kinesis stream {A}: could not list its shards for their hash key ranges: ListShards refused (injected)"
-    ]
-    ranges = h.planner().hash_ranges(first)
-    assert ranges == {(A, "s0"): (0, HALF - 1), (A, "s1"): (HALF, 2**128 - 1)}
+        assert restarted.next_offset(first, None, None) is first  # no batch: no range known
+    assert f"Kinesis shards s0 of {A}, s1 of {A} wait for a listing that shows their hash key ranges" in (
+        caplog.messages
+    )
+    h.kinesis.failures = 0
+    h.clock.now += 60_000
+    second = restarted.next_offset(first, None, None)
+    assert second.batch == 1 and restarted.hash_ranges(second) == {
+        (A, "s0"): (0, HALF - 1),
+        (A, "s1"): (HALF, 2**128 - 1),
+    }
 
 
 def test_an_available_now_run_whose_closed_shards_children_never_list_fails_naming_them():
