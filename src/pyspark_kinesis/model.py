@@ -235,6 +235,17 @@ class ShardInfo:
     def parents(self) -> tuple[str, ...]:
         return tuple(p for p in (self.parent, self.adjacent_parent) if p)
 
+    @property
+    def known_end(self) -> str | None:
+        """A closed shard's EndingSequenceNumber where it bounds the shard's records: no record lies past
+        it. None when open, not said, or below the StartingSequenceNumber (kinesis-local reports
+        Long.MaxValue, below its own sequence numbers)."""
+        if not self.closed or self.last_seq is None:
+            return None
+        if self.first_seq is not None and seq_key(self.last_seq) < seq_key(self.first_seq):
+            return None
+        return self.last_seq
+
     def to_api(self) -> dict[str, Any]:
         """Back to the ListShards shape the assigners take."""
         return {

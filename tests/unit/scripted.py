@@ -152,6 +152,8 @@ def context(
     seconds: float = 0.5,
     until: Position | None = None,
     push_wait_s: float = 0.5,
+    last_seq: str | None = None,
+    first_seq: str | None = None,
 ) -> ReadContext:
     limits = ShardLimits(
         max_records=max_records,
@@ -160,6 +162,8 @@ def context(
         deadline=time.monotonic() + seconds,
         closed=closed,
         push_wait_s=push_wait_s,
+        last_seq=last_seq,
+        first_seq=first_seq,
     )
     return ReadContext(proxy or FakeProxy(), SHARD, limits, until, batch=7, batch_key="tok#7")
 

@@ -166,7 +166,7 @@ class KinesisStreamReader(DataSourceStreamReader):
             return []
         self.planner.check_logged_batch(offset)
         plans = plan_tasks(
-            offset, self.config, self.planner.holders, self.relay_key, self.planner.hash_ranges(offset)
+            offset, self.config, self.planner.holders, self.relay_key, self.planner.listed(offset)
         )
         return [KinesisPartition(plan) for plan in plans]
 

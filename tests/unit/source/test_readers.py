@@ -48,7 +48,7 @@ class Recorded:
     def check_logged_batch(self, offset: SourceOffset) -> None:
         self.calls.append(("check_logged_batch", offset.batch))
 
-    def hash_ranges(self, offset: SourceOffset) -> dict:
+    def listed(self, offset: SourceOffset) -> dict:
         return {}
 
     def committed(self, offset: SourceOffset) -> None:

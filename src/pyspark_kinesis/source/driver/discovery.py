@@ -99,8 +99,7 @@ def backfill_slices(config: SourceConfig) -> list[BackfillPlan]:
     slices = []
     for spec in config.streams:
         listed = KinesisProxy(spec, agent="planner").list_shards()
-        closed = {s.shard_id: s.closed for s in listed}
-        ranges = {s.shard_id: (s.start_hash, s.end_hash) for s in listed}
+        infos = {s.shard_id: s for s in listed}
         if spec.shard_starts:
             starts = {
                 sid: state.position
@@ -119,8 +118,19 @@ def backfill_slices(config: SourceConfig) -> list[BackfillPlan]:
             end = ends.get(sid, default_end)
             cutoff_ms = int(end.ts_ms or 0) if end.kind == TIMESTAMP else now
             end_at = end if end.anchor is not None else None
+            info = infos[sid]
             slices.append(
-                BackfillPlan(spec.resolved_arn, sid, start, closed[sid], cutoff_ms, end_at, ranges[sid])
+                BackfillPlan(
+                    spec.resolved_arn,
+                    sid,
+                    start,
+                    info.closed,
+                    cutoff_ms,
+                    end_at,
+                    (info.start_hash, info.end_hash),
+                    info.known_end,
+                    info.first_seq,
+                )
             )
     return slices
 

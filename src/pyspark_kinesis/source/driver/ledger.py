@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ...errors import CheckpointMismatchError
 from ...model import Position, ShardRef
-from ..state.batch_log import BatchEndLog, HashRanges, PlannedBatch, offset_digest
+from ..state.batch_log import BatchEndLog, Listed, PlannedBatch, offset_digest
 from ..state.offsets import ShardEnd, SourceOffset
 from .recorded import read_ends
 
@@ -34,8 +34,9 @@ class Ledger:
         self._checked_tokens: set[str] = set()
         self._looked_up: set[int] = set()  # batches whose `planned` marker this run has looked at
         self._planned_here: dict[int, str] = {}  # batch -> digest of its offset, planned or checked here
-        # batch -> the hash key ranges its marker holds (None: a marker written before they were kept)
-        self._ranges: dict[int, HashRanges | None] = {}
+        # batch -> what its marker says the listing said of its shards (None: a marker written before
+        # markers kept it)
+        self._listed: dict[int, Listed | None] = {}
         self._ends: tuple[int, dict[ShardRef, ShardEnd]] | None = None  # the last batch's ends read
         self._quiet_read: set[int] = set()  # batches whose quiet note this run has read
         self._quiet_note: tuple[int, str, int] | None = None  # (batch, key, newest renewal) noted last
@@ -98,7 +99,7 @@ class Ledger:
                 "another copy). Use this query's own checkpoint and metadataPath."
             )
         self._planned_here[end.batch] = offset_digest(end.to_json())
-        self._ranges[end.batch] = marker.ranges
+        self._listed[end.batch] = marker.listed
 
     def planned_before(self, start: SourceOffset) -> SourceOffset | None:
         """The offset batch `start.batch + 1` was planned with before, if it was (looked up once per run:
@@ -115,15 +116,15 @@ class Ledger:
         self._known(batch, marker)
         return SourceOffset.from_json(marker.offset)
 
-    def mark_planned(self, start: SourceOffset, offset: SourceOffset, ranges: HashRanges) -> SourceOffset:
-        """Record `offset` as batch `start.batch + 1`'s plan before Spark sees it, with the hash key
-        ranges its tasks filter by; the offset that stands (another attempt's, when this one lost the
-        race to record) is returned."""
+    def mark_planned(self, start: SourceOffset, offset: SourceOffset, listed: Listed) -> SourceOffset:
+        """Record `offset` as batch `start.batch + 1`'s plan before Spark sees it, with what the listing
+        said of its shards; the offset that stands (another attempt's, when this one lost the race to
+        record) is returned."""
         planned = offset.to_json()
-        stands = self.log.mark_planned(start.token, offset.batch, planned, start.to_json(), ranges)
+        stands = self.log.mark_planned(start.token, offset.batch, planned, start.to_json(), listed)
         if stands is planned:
             self._planned_here[offset.batch] = offset_digest(stands)
-            self._ranges[offset.batch] = ranges
+            self._listed[offset.batch] = listed
             return offset
         marker = self.log.planned(start.token, offset.batch)
         assert marker is not None, "a marker that refused to be overwritten is there"
@@ -131,15 +132,15 @@ class Ledger:
         return SourceOffset.from_json(stands)
 
     def _known(self, batch: int, marker: PlannedBatch) -> None:
-        """Batch `batch` is as its marker says: its offset and its hash key ranges."""
+        """Batch `batch` is as its marker says: its offset and what the listing said of its shards."""
         if marker.offset is not None:
             self._planned_here[batch] = offset_digest(marker.offset)
-        self._ranges[batch] = marker.ranges
+        self._listed[batch] = marker.listed
 
-    def ranges(self, batch: int) -> HashRanges | None:
-        """The hash key ranges batch `batch` was planned with, once this run planned or checked it (None:
-        not known here, or a marker written before markers kept them)."""
-        return self._ranges.get(batch)
+    def listed(self, batch: int) -> Listed | None:
+        """What the listing said of batch `batch`'s shards when it was planned, once this run planned or
+        checked it (None: not known here, or a marker written before markers kept it)."""
+        return self._listed.get(batch)
 
     # -- what batches did --------------------------------------------------------------------------
     def ends_read(self, offset: SourceOffset) -> dict[ShardRef, ShardEnd] | None:

@@ -60,7 +60,7 @@ class Planner:
         # Where each shard's last read kept its continuation (`ShardEnd.holder`): handed to the next
         # batch's tasks (`tasks.plan_tasks`). A hint held in memory: after a restart reads subscribe anew.
         self.holders: dict[ShardRef, str] = {}
-        self._listed: set[str] = set()  # streams listed by `hash_ranges` in this run
+        self._listed: set[str] = set()  # streams listed for a logged batch's shards in this run (`listed`)
         self.shape = BatchShape(config)
         self._initial: SourceOffset | None = None
         self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
@@ -118,16 +118,17 @@ class Planner:
             )
         self.ledger.check_query(offset)
 
-    def hash_ranges(self, offset: SourceOffset) -> dict[ShardRef, tuple[int, int]]:
-        """The HashKeyRange of each shard batch `offset` reads: the tasks drop the KPL user records
-        outside it, as the KCL does. They are those the batch was planned with (its `planned` marker
-        keeps them), so a replay after a restart drops exactly what its first attempt dropped, whatever
-        a listing now answers. Only a marker written before markers kept them sends us to the listing,
-        which must then answer."""
-        known = self.ledger.ranges(offset.batch)
+    def listed(self, offset: SourceOffset) -> dict[ShardRef, ShardInfo]:
+        """What the listing said of each shard batch `offset` reads: its HashKeyRange (the tasks drop the
+        KPL user records outside it, as the KCL does) and, closed, its last sequence number (a read past
+        it is at the shard's end, also where a server never ends the shard: moto). As the batch was
+        planned (its `planned` marker keeps it), so a replay after a restart filters and ends exactly as
+        its first attempt did, whatever a listing now answers. Only a marker written before markers kept
+        it sends us to the listing, which must then answer."""
+        known = self.ledger.listed(offset.batch)
         if known is not None:
             return known
-        ranges: dict[ShardRef, tuple[int, int]] = {}
+        listed: dict[ShardRef, ShardInfo] = {}
         for refs in offset.tasks().values():
             for ref in refs:
                 info = self._info_listed(ref)
@@ -139,8 +140,8 @@ class Planner:
                         "Start the query again once ListShards answers."
                     )
                 if info is not None:
-                    ranges[ref] = (info.start_hash, info.end_hash)
-        return ranges
+                    listed[ref] = info
+        return listed
 
     def _info_listed(self, ref: ShardRef) -> ShardInfo | None:
         """What a listing says of a shard; a stream not listed yet in this run is listed once now."""
@@ -294,12 +295,12 @@ class Planner:
                 streams, {k: v for k, v in start.created.items() if k not in self._recreated}
             ),
         )
-        ranges = {}
+        listed = {}
         for ref in slots:
             info = self.discovery.info(*ref)
             assert info is not None, "a shard is planned only with its range known (`_with_ranges`)"
-            ranges[ref] = (info.start_hash, info.end_hash)
-        return self.ledger.mark_planned(start, offset, ranges)
+            listed[ref] = info
+        return self.ledger.mark_planned(start, offset, listed)
 
     def _admitted(
         self,

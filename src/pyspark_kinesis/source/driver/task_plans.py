@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from ...model import ShardRef
+from ...model import ShardInfo, ShardRef
 from ..options import SourceConfig
 from ..state.offsets import ShardPlan, SourceOffset, TaskPlan
 from .discovery import recreated_streams
@@ -21,12 +21,13 @@ def plan_tasks(
     config: SourceConfig,
     holders: Mapping[ShardRef, str] | None = None,
     relay_key: bytes = b"",
-    ranges: Mapping[ShardRef, tuple[int, int]] | None = None,
+    listed: Mapping[ShardRef, ShardInfo] | None = None,
 ) -> list[TaskPlan]:
     """The tasks of the batch `offset` describes, in task order: what each reads, from where, within
     which budget; with `holders`, where each shard's last read kept its continuation (a hint the
-    offset does not carry: see `ShardEnd.holder`); with `ranges`, each shard's
-    HashKeyRange (a shard's range never changes, so a replay gets the one its first attempt had). Shards of streams no longer in the options are left out (their settings are gone),
+    offset does not carry: see `ShardEnd.holder`); with `listed`, what the listing that planned the
+    batch said of each shard: its HashKeyRange and a closed shard's last sequence number (a replay gets
+    what its first attempt had: see `Planner.listed`). Shards of streams no longer in the options are left out (their settings are gone),
     and so, with failOnDataLoss=false, are those of streams re-created since (see `recreated_streams`)."""
     plans = []
     gone = set(recreated_streams(offset, config))
@@ -49,11 +50,14 @@ def plan_tasks(
                 state.closed,
                 state.tip_ms,
                 (holders or {}).get(ref, ""),
-                (ranges or {}).get(ref),
+                None if info is None else (info.start_hash, info.end_hash),
+                None if info is None else info.known_end,
+                None if info is None else info.first_seq,
             )
             for ref in kept
             for stream, sid in (ref,)
             for state in (offset.state(ref),)
+            for info in ((listed or {}).get(ref),)
         )
         dropped = tuple(sorted({ref.stream for ref in refs} - {ref.stream for ref in kept}))
         plans.append(

@@ -40,6 +40,12 @@ class ShardLimits:
     # The shard's HashKeyRange (ListShards), where the driver knew it: the user records of a KPL aggregate
     # whose effective hash key lies outside it are not the shard's (see `misplaced`). None: keep all.
     hash_range: tuple[int, int] | None = None
+    # A closed shard's EndingSequenceNumber where it bounds the shard's records (`ShardInfo.known_end`),
+    # and its StartingSequenceNumber: a read whose position has passed the end, or an empty shard (end
+    # at or below its start), meets the tip at its end, also on a server that never ends a shard (moto
+    # answers a closed shard's end with an empty page and a next iterator, for ever). None: not known.
+    last_seq: str | None = None
+    first_seq: str | None = None
 
 
 def _before_or_at(seq: str, sub: int, until: Position) -> bool:

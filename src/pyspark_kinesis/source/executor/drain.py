@@ -136,6 +136,8 @@ class Drain:
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
             push_wait_s=config.idle_poll_interval_ms / 1000.0,
             hash_range=piece.hash_range,
+            last_seq=piece.last_seq,
+            first_seq=piece.first_seq,
         )
 
     def _read(

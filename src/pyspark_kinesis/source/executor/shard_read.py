@@ -35,7 +35,7 @@ import time
 from ...aws.get_records import Records
 from ...aws.kinesis import KinesisProxy
 from ...errors import StreamAccessError
-from ...model import AFTER, END, INSIDE, TIMESTAMP, Position
+from ...model import AFTER, END, INSIDE, TIMESTAMP, TRIM, Position, seq_key
 from ..state.offsets import ShardEnd
 from .columns import Columns
 from .cutting import BatchCut, ShardLimits
@@ -247,6 +247,9 @@ class ShardRead:
             self.closed, self.children = True, page.children
             return True
         to_end = self.context.to_end
+        if to_end and self._past_listed_end():
+            self.closed = True  # (also where the server never says so: moto)
+            return True
         self.empties = 0 if len(records) else self.empties + 1
         if page.settled:  # the source waited as long as this read waits: over, at the tip if it says so
             self.at_tip = self.until is None and page.behind_ms == 0 and not to_end
@@ -265,6 +268,20 @@ class ShardRead:
             # run takes a shard at the tip as drained, and would leave its children unread)
             self.at_tip = self.until is None and not to_end
             return True
+        return False
+
+    def _past_listed_end(self) -> bool:
+        """The read of a shard the listing shows closed has passed the listing's last sequence number (or
+        the shard is empty): nothing can follow, whatever the server says next."""
+        limits = self.context.limits
+        last = limits.last_seq if self.until is None or self.until.kind == END else None
+        if last is None:
+            return False
+        position = self.cut.resume
+        if position.kind == AFTER and position.seq is not None:
+            return seq_key(position.seq) >= seq_key(last)
+        if position.kind in (TRIM, TIMESTAMP):
+            return limits.first_seq is not None and seq_key(last) <= seq_key(limits.first_seq)
         return False
 
     def _check_anchor(self, records: Records, page: Page) -> Records:

@@ -58,6 +58,8 @@ def _fetch_all(
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
             push_wait_s=config.idle_poll_interval_ms / 1000.0,
             hash_range=piece.hash_range,
+            last_seq=piece.last_seq,
+            first_seq=piece.first_seq,
         )
         recorded = None if expect is None else expect[piece.ref]
         context = ReadContext(
@@ -144,6 +146,8 @@ def read_backfill(config: SourceConfig, piece: BackfillPlan) -> Iterator[pa.Reco
             fail_on_corrupt_aggregate=config.fail_on_corrupt_aggregate,
             end_at=piece.end_at,
             hash_range=piece.hash_range,
+            last_seq=piece.last_seq,
+            first_seq=piece.first_seq,
         )
         cols, end = fetch_shard(proxy, piece.shard_id, position, limits, None, config.fail_on_data_loss)
         for batch in cols.to_batches():

@@ -58,7 +58,7 @@ from typing import Any
 import orjson
 
 from ...errors import CheckpointMismatchError
-from ...model import Position, ShardRef
+from ...model import Position, ShardInfo, ShardRef
 from .layout import (
     QUIET_PREFIX,
     READ_NAME,
@@ -81,7 +81,7 @@ __all__ = [
     "QUIET_PREFIX",
     "READ_NAME",
     "BatchEndLog",
-    "HashRanges",
+    "Listed",
     "PlannedBatch",
     "batch_folder",
     "loss_key",
@@ -102,38 +102,43 @@ def offset_digest(offset: Mapping[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(offset, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
-HashRanges = dict[ShardRef, tuple[int, int]]
+Listed = dict[ShardRef, ShardInfo]  # what the planning listing said of each shard a batch's tasks read
 
 
 @dataclass(frozen=True)
 class PlannedBatch:
     """What a batch's `planned` marker says: when, from which start offset, its own offset (None in
     markers written before markers held offsets), and the HashKeyRange of each shard its tasks read as
-    the planning listing knew it (None in markers written before markers held them)."""
+    the planning listing knew it, with a closed shard's sequence number range (None in markers written
+    before markers held them)."""
 
     at_ms: int
     start_digest: str | None
     offset: dict[str, Any] | None
-    ranges: HashRanges | None = None
+    listed: Listed | None = None
 
     @property
     def digest(self) -> str | None:
         return None if self.offset is None else offset_digest(self.offset)
 
 
-def _ranges_json(ranges: HashRanges) -> dict[str, dict[str, str]]:
-    """{stream: {shard: "low:high"}}, the bounds in hexadecimal (a 128-bit bound is 32 digits)."""
-    out: dict[str, dict[str, str]] = {}
-    for (key, sid), (low, high) in sorted(ranges.items()):
-        out.setdefault(key, {})[sid] = f"{low:x}:{high:x}"
+def _listed_json(listed: Listed) -> dict[str, dict[str, list[Any]]]:
+    """{stream: {shard: [low, high, first, last]}}: hash key bounds in hexadecimal (a 128-bit bound is 32
+    digits), the StartingSequenceNumber and a closed shard's EndingSequenceNumber (null: not said)."""
+    out: dict[str, dict[str, list[Any]]] = {}
+    for (key, sid), info in sorted(listed.items()):
+        last = info.last_seq if info.closed else None
+        out.setdefault(key, {})[sid] = [f"{info.start_hash:x}", f"{info.end_hash:x}", info.first_seq, last]
     return out
 
 
-def _ranges_from_json(data: Mapping[str, Mapping[str, str]]) -> HashRanges:
+def _listed_from_json(data: Mapping[str, Mapping[str, list[Any]]]) -> Listed:
     return {
-        ShardRef(key, sid): (int(text.split(":")[0], 16), int(text.split(":")[1], 16))
+        ShardRef(key, sid): ShardInfo(
+            sid, None, None, int(low, 16), int(high, 16), last is not None, first, last
+        )
         for key, shards in data.items()
-        for sid, text in shards.items()
+        for sid, (low, high, first, last) in shards.items()
     }
 
 
@@ -192,10 +197,11 @@ class BatchEndLog(LiveRecords):
         batch: int,
         offset: dict[str, Any],
         start: Mapping[str, Any],
-        ranges: HashRanges | None = None,
+        listed: Listed | None = None,
     ) -> dict[str, Any]:
-        """Record that batch `batch` was planned with `offset` from the start offset `start` (and the
-        hash key ranges its tasks filter KPL user records by), before Spark logs it, and return the
+        """Record that batch `batch` was planned with `offset` from the start offset `start` (and what
+        the listing said of its shards: the hash key ranges its tasks filter KPL user records by, a
+        closed shard's last sequence number), before Spark logs it, and return the
         offset that stands: this one, or the one an earlier planning of the same batch recorded (see the
         module docstring)."""
         record = {
@@ -204,7 +210,7 @@ class BatchEndLog(LiveRecords):
             "at": int(time.time() * 1000),
             "from": offset_digest(start),
             "offset": offset,
-            **({"ranges": _ranges_json(ranges)} if ranges is not None else {}),
+            **({"listed": _listed_json(listed)} if listed is not None else {}),
         }
         if self.store.put_if_absent(planned_key(token, batch), orjson.dumps(record)):
             return offset
@@ -230,12 +236,12 @@ class BatchEndLog(LiveRecords):
         if raw is None:
             return None
         data = orjson.loads(raw)
-        ranges = data.get("ranges")
+        listed = data.get("listed")
         return PlannedBatch(
             int(data.get("at", 0)),
             data.get("from"),
             data.get("offset"),
-            None if ranges is None else _ranges_from_json(ranges),
+            None if listed is None else _listed_from_json(listed),
         )
 
     def was_planned(self, token: str, batch: int) -> bool:

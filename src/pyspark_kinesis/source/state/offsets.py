@@ -311,6 +311,10 @@ class ShardPlan:
     # The shard's HashKeyRange as the driver's listing knows it (a shard's range never changes): a KPL
     # user record outside it is dropped on read (`executor.cutting.misplaced`). None: not known.
     hash_range: tuple[int, int] | None = None
+    # A closed shard's EndingSequenceNumber where it bounds its records (`ShardInfo.known_end`), and its
+    # StartingSequenceNumber: a read past the end is at the shard's end (see `cutting.ShardLimits.last_seq`).
+    last_seq: str | None = None
+    first_seq: str | None = None
 
     @property
     def ref(self) -> ShardRef:
@@ -343,3 +347,5 @@ class BackfillPlan:
     cutoff_ms: int
     end_at: Position | None = None
     hash_range: tuple[int, int] | None = None  # the shard's HashKeyRange (see `ShardPlan.hash_range`)
+    last_seq: str | None = None  # (see `ShardPlan.last_seq`)
+    first_seq: str | None = None

@@ -169,13 +169,15 @@ def test_fan_out_by_arn_refuses_a_consumer_not_registered_or_being_deregistered(
 
 
 def test_every_listed_shard_is_a_slice_from_the_start_to_now(kinesis):
-    kinesis({"orders": [shard(0, closed=True), shard(1, parent=0), shard(2)]})
+    kinesis({"orders": [shard(0, closed=True, last="900"), shard(1, parent=0), shard(2)]})
     slices = discovery.backfill_slices(resolved(startingPosition="TRIM_HORIZON"))
+    trim = Position.trim_horizon()
     assert slices == [
-        BackfillPlan(arn("orders"), sid(0), Position.trim_horizon(), True, NOW, None, (0, 1)),
-        BackfillPlan(arn("orders"), sid(1), Position.trim_horizon(), False, NOW, None, (0, 1)),
-        BackfillPlan(arn("orders"), sid(2), Position.trim_horizon(), False, NOW, None, (0, 1)),
-    ]  # (each with its HashKeyRange: a batch read drops misplaced KPL user records too)
+        BackfillPlan(arn("orders"), sid(0), trim, True, NOW, None, (0, 1), last_seq="900", first_seq="100"),
+        BackfillPlan(arn("orders"), sid(1), trim, False, NOW, None, (0, 1), first_seq="100"),
+        BackfillPlan(arn("orders"), sid(2), trim, False, NOW, None, (0, 1), first_seq="100"),
+    ]  # (each with its HashKeyRange: a batch read drops misplaced KPL user records too; and a closed
+    # shard's last sequence number: a read past it is at the end, also on a server that never ends it)
 
 
 def test_a_latest_start_is_now_and_a_timestamp_end_is_the_cutoff(kinesis):

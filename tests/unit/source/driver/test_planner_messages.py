@@ -160,6 +160,10 @@ def test_streams_dropped_from_and_added_to_the_options_are_said(caplog):
     )
 
 
+def ranges(listed) -> dict:
+    return {ref: (info.start_hash, info.end_hash) for ref, info in listed.items()}
+
+
 def test_a_replay_filters_by_the_hash_key_ranges_its_batch_was_planned_with_not_by_a_listing():
     """Issue #61 item 3: a restarted driver listed each stream for the ranges of a replayed batch, and
     when that listing failed the replay kept the KPL user records its first attempt had dropped."""
@@ -167,7 +171,7 @@ def test_a_replay_filters_by_the_hash_key_ranges_its_batch_was_planned_with_not_
     planner = h.planner()
     first = planner.next_offset(planner.initial_offset(), None, None)
     planned = {(A, "s0"): (0, HALF - 1), (A, "s1"): (HALF, 2**128 - 1)}
-    assert planner.hash_ranges(first) == planned
+    assert ranges(planner.listed(first)) == planned
     restarted = h.planner()  # (a restart: nothing listed in this run yet, and ListShards refuses)
     asked: list[str] = []
 
@@ -177,7 +181,7 @@ def test_a_replay_filters_by_the_hash_key_ranges_its_batch_was_planned_with_not_
 
     restarted.discovery.refresh = refuse  # type: ignore[method-assign]
     restarted.check_logged_batch(logged(first))  # (what Spark's partitions() does first)
-    assert restarted.hash_ranges(logged(first)) == planned
+    assert ranges(restarted.listed(logged(first))) == planned
     assert asked == []
 
 
@@ -187,7 +191,7 @@ def test_a_replay_of_a_batch_whose_marker_has_no_ranges_lists_and_fails_clearly_
     first = planner.next_offset(planner.initial_offset(), None, None)
     key = f"{batch_folder(first.token, 0)}/planned.json"
     marker = orjson.loads(h.store.data[key])
-    del marker["ranges"]  # (a marker written before markers kept them)
+    del marker["listed"]  # (a marker written before markers kept it)
     h.store.data[key] = orjson.dumps(marker)
     restarted = h.planner()
 
@@ -197,7 +201,7 @@ def test_a_replay_of_a_batch_whose_marker_has_no_ranges_lists_and_fails_clearly_
     restarted.discovery.refresh = refuse  # type: ignore[method-assign]
     restarted.check_logged_batch(logged(first))
     with pytest.raises(StreamAccessError) as failed:
-        restarted.hash_ranges(logged(first))
+        restarted.listed(logged(first))
     assert str(failed.value) == (
         f"Kinesis stream {A}: batch 0 must be read as it was planned, and its record under metadataPath does "
         "not keep shard s0's hash key range (it was written by an earlier version), which ListShards did not "
@@ -205,7 +209,7 @@ def test_a_replay_of_a_batch_whose_marker_has_no_ranges_lists_and_fails_clearly_
     )
     again = h.planner()
     again.check_logged_batch(logged(first))
-    assert again.hash_ranges(logged(first)) == {(A, "s0"): (0, HALF - 1), (A, "s1"): (HALF, 2**128 - 1)}
+    assert ranges(again.listed(logged(first))) == {(A, "s0"): (0, HALF - 1), (A, "s1"): (HALF, 2**128 - 1)}
 
 
 def test_a_shard_whose_range_no_listing_of_this_run_told_waits_for_one(caplog):
@@ -223,7 +227,7 @@ def test_a_shard_whose_range_no_listing_of_this_run_told_waits_for_one(caplog):
     h.kinesis.failures = 0
     h.clock.now += 60_000
     second = restarted.next_offset(first, None, None)
-    assert second.batch == 1 and restarted.hash_ranges(second) == {
+    assert second.batch == 1 and ranges(restarted.listed(second)) == {
         (A, "s0"): (0, HALF - 1),
         (A, "s1"): (HALF, 2**128 - 1),
     }

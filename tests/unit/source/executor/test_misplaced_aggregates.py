@@ -104,8 +104,8 @@ def test_without_a_known_range_and_for_plain_records_nothing_is_dropped():
 
 
 def test_each_task_gets_its_shards_ranges_also_in_a_restarted_run_that_replays_first():
-    """The ranges reach the tasks from the driver's listing; a restarted run asked to replay its last
-    batch before planning anything lists the stream once for them."""
+    """The ranges reach the tasks from what the listing said when the batch was planned (its marker
+    keeps it): a restarted run asked to replay its last batch before planning anything reads them there."""
     from pyspark_kinesis.source.driver.task_plans import plan_tasks
     from tests.unit.planner_fakes import arn, one_stream
 
@@ -114,7 +114,8 @@ def test_each_task_gets_its_shards_ranges_also_in_a_restarted_run_that_replays_f
     offset = planner.next_offset(planner.initial_offset(), None, None)
     want = {"s0": (0, HALF - 1), "s1": (HALF, 2**128 - 1)}
     for run in (planner, h.planner()):  # the planning run, and a restarted one
-        plans = plan_tasks(offset, h.config, ranges=run.hash_ranges(offset))
+        run.check_logged_batch(offset)
+        plans = plan_tasks(offset, h.config, listed=run.listed(offset))
         got = {piece.shard_id: piece.hash_range for plan in plans for piece in plan.shards}
         assert got == want and all(piece.stream == arn("a") for plan in plans for piece in plan.shards)
 

@@ -80,6 +80,54 @@ def test_a_closed_shard_whose_end_never_comes_is_not_at_the_tip():
     assert not end.at_tip and not end.reached.is_end
 
 
+# A server that never ends a closed shard (moto: an empty page and a next iterator, for ever) left an
+# AvailableNow query reading its closed parents batch after batch, their children never read (issue #61
+# item 8). The listing's EndingSequenceNumber bounds the shard's records: past it, the shard has ended.
+ENDLESS = [page([], behind_ms=0)] * (CLOSED_EMPTY_READS + 2)
+
+
+def test_a_closed_shard_read_past_its_listed_last_sequence_number_has_ended():
+    cols, end, _source = read([page([7, 8], behind_ms=0), *ENDLESS], closed=True, last_seq="8", first_seq="7")
+    assert seqs(cols) == ["7", "8"] and end.reached.is_end and not end.at_tip
+    resumed = read(ENDLESS, Position.after("8"), closed=True, last_seq="8", first_seq="7", tip_ms=NOW_MS)
+    assert resumed[1].reached.is_end
+
+
+def test_an_empty_closed_shard_has_ended_at_its_first_tip():
+    """(moto moves a split parent's records into its children: its range is empty, 0 to 0)"""
+    _cols, end, _source = read(ENDLESS, closed=True, last_seq="0", first_seq="0")
+    assert end.reached.is_end
+
+
+def test_a_replay_to_a_closed_shards_end_meets_it_past_the_listed_last_sequence_number():
+    expect = ShardEnd(Position.trim_horizon(), Position.shard_end(), records=2, first=("7", 0))
+    cols, end, _source = read(
+        [page([7, 8], behind_ms=0), *ENDLESS], expect=expect, last_seq="8", first_seq="7"
+    )
+    assert seqs(cols) == ["7", "8"] and end.reached.is_end
+
+
+@pytest.mark.parametrize(
+    "first_seq, last_seq, start",
+    [
+        ("7", "9", Position.after("8")),  # not past it yet: record 9 may come
+        (
+            "49600000000000000000000000000000000000000000000000000001",
+            "9223372036854775807",
+            Position.after("8"),
+        ),
+        ("7", "8", Position.inside("8", 0)),  # (inside an aggregate: its rest may come)
+    ],
+    ids=["before-the-end", "an-end-below-the-start-is-not-known", "inside-the-last-record"],
+)
+def test_a_listed_end_the_read_has_not_passed_or_cannot_trust_ends_nothing(first_seq, last_seq, start):
+    """kinesis-local reports Long.MaxValue, below its own sequence numbers: not an end to trust."""
+    _cols, end, _source = read(
+        ENDLESS, start, closed=True, last_seq=last_seq, first_seq=first_seq, seconds=0.3, tip_ms=NOW_MS
+    )
+    assert not end.reached.is_end and not end.at_tip
+
+
 def test_the_record_limit_cuts_a_page_and_keeps_nothing():
     cols, end, source = read([page(range(1, 11), behind_ms=0)], max_records=4)
     assert seqs(cols) == ["1", "2", "3", "4"] and end.reached == Position.after("4") and not end.at_tip
