@@ -99,10 +99,18 @@ CONSUMER_SLOTS = (20, 50)
 LIMIT_PATIENCE_S = 10.0
 
 
-def ensure_consumer(client: Any, stream_arn: str, name: str, timeout_s: float = 300.0) -> Consumer:
+def ensure_consumer(
+    client: Any, stream_arn: str, name: str, timeout_s: float = 300.0, register_with: Any = None
+) -> Consumer:
     """The ACTIVE consumer of that name on the stream: reused if it exists, registered if not, waited
     for while it is being created, registered anew once a deregistration in progress has finished. A
-    stream whose consumer slots are full fails within seconds, naming its consumers (`_slots_full`)."""
+    stream whose consumer slots are full fails within seconds, naming its consumers (`_slots_full`).
+
+    `register_with`: the client RegisterStreamConsumer goes through, one whose retry budget is a single
+    attempt. LimitExceededException means both "too many calls" and "no consumer slot left", botocore
+    retries it as throttling, and with the default budget a stream whose slots are taken cost a query
+    108 s before its error; this loop paces its own calls and tells the two apart."""
+    register = client if register_with is None else register_with
     deadline = time.monotonic() + timeout_s
     delay = 0.1
     last = "not registered"
@@ -113,7 +121,7 @@ def ensure_consumer(client: Any, stream_arn: str, name: str, timeout_s: float = 
             return consumer
         if consumer is None:
             try:
-                client.register_stream_consumer(StreamARN=stream_arn, ConsumerName=name)
+                register.register_stream_consumer(StreamARN=stream_arn, ConsumerName=name)
                 limited_since = None
             except ClientError as exc:
                 # ResourceInUse: another caller registers it right now; LimitExceeded: the 5 TPS of

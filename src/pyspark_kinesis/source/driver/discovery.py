@@ -47,6 +47,7 @@ def _with_consumer(spec: StreamSpec) -> StreamSpec:
     from ...aws import consumers
 
     client = KinesisProxy(spec, agent="planner").client
+    once = KinesisProxy(spec, agent="planner", max_attempts=1).client  # (see `ensure_consumer`)
     if spec.consumer_arn is not None:
         found = consumers.describe_arn(client, spec.consumer_arn)
         if found is None:
@@ -60,10 +61,10 @@ def _with_consumer(spec: StreamSpec) -> StreamSpec:
                 "registered consumer, or consumerName to have the query register one"
             )
         if found.status != consumers.ACTIVE:
-            found = consumers.ensure_consumer(client, spec.resolved_arn, found.name)  # waits while CREATING
+            found = consumers.ensure_consumer(client, spec.resolved_arn, found.name, register_with=once)
     else:
         assert spec.consumer_name is not None
-        found = consumers.ensure_consumer(client, spec.resolved_arn, spec.consumer_name)
+        found = consumers.ensure_consumer(client, spec.resolved_arn, spec.consumer_name, register_with=once)
     log.info("Kinesis %s: enhanced fan-out through consumer %s (%s)", spec.describe(), found.name, found.arn)
     return spec.with_consumer(found.arn)
 
