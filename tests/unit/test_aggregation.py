@@ -70,9 +70,15 @@ def test_doctests():
 
 
 class Collected:
+    full = False  # (a buffer that never fills: only `flush` sends)
+
     def __init__(self) -> None:
         self.entries: list = []
         self.flushes = 0
+        self.auto_flush = True
+
+    def take_held(self) -> list:
+        return []
 
     def add(self, entry) -> None:
         self.entries.append(entry)

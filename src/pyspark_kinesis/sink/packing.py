@@ -13,6 +13,13 @@ its first row, and the KCL (and this project's source) drop, on read, every user
 hash key lies outside that shard's range. So, as the KPL does, every PutRecords result's ShardId is
 checked: an aggregate that landed in another shard than it was packed for makes the task list the
 shards again and re-send the user records the landed shard does not hold, packed for their shards.
+
+Two things keep that repair from doing harm (issue #61 items 4 and 5):
+- Per-key order. The re-sent user records must reach readers before the later records of their keys:
+  the producer holds back what follows a misplaced aggregate in its order (`producing`), and those
+  entries are packed again after the re-sent records, with the fresh map.
+- Memory. The repair happens after every flush of the producer's buffer, not once at the task's end:
+  what is held for it is part of that buffer, and rows added after it are packed with the fresh map.
 """
 
 from __future__ import annotations
@@ -59,11 +66,18 @@ class ShardRouter:
 
 
 class Sink(Protocol):
+    auto_flush: bool
+
+    @property
+    def full(self) -> bool: ...
+
     def add(self, entry: Entry) -> None: ...
 
     def flush(self) -> None: ...
 
     def take_misplaced(self) -> list[tuple[Entry, str]]: ...
+
+    def take_held(self) -> list[Entry]: ...
 
 
 class Aggregator:
@@ -73,6 +87,7 @@ class Aggregator:
         """`router_for(stream, every)`: the stream's shard map from a listing of its open shards, or
         with `every` of all its shards (closed ones too: where an aggregate landed may close again)."""
         self.producer = producer
+        producer.auto_flush = False  # (the aggregator flushes: each flush is followed by its repair)
         self.limit = limit
         self.router_for = router_for
         self._routers: dict[str, ShardRouter] = {}
@@ -81,6 +96,8 @@ class Aggregator:
         self.user_records = 0
         self.aggregates = 0
         self.resent = 0  # user records re-sent because their aggregate landed in another shard
+        self.repacked = 0  # entries held back behind a misplaced aggregate and packed again
+        self._sending = False
 
     def add(self, entry: Entry) -> None:
         router = self._routers.get(entry.stream)
@@ -99,6 +116,8 @@ class Aggregator:
         else:
             current[2].append(member)
         self.user_records += 1
+        if self.producer.full and not self._sending:
+            self._send(final=False)
 
     def _emit(self, slot: tuple[str, str]) -> None:
         agg, first, members = self._open.pop(slot)
@@ -122,16 +141,28 @@ class Aggregator:
         )
 
     def flush(self) -> None:
-        """Send what is packed; re-send the user records of aggregates that landed where they do not
-        belong (packed anew with a fresh shard map) until none does, a bounded number of rounds."""
-        for _round in range(MISPLACED_ROUNDS):
-            for slot in list(self._open):
-                self._emit(slot)
-            self.producer.flush()
-            misplaced = self.producer.take_misplaced()
-            if not misplaced:
-                return
-            self._resend(misplaced)
+        """Send what is packed, and mend what landed where it does not belong (see `_send`)."""
+        self._send(final=True)
+
+    def _send(self, *, final: bool) -> None:
+        """Flush the producer (at the end, with every open aggregate first); then re-send the user
+        records of aggregates that landed where they do not belong and pack again what was held back
+        behind them, both with a fresh shard map, until nothing lands elsewhere (a bounded number of
+        rounds). Called whenever the producer's buffer is full, not only at the task's end: the repair
+        must come before later rows of the same keys, and hold no more than one buffer."""
+        self._sending = True
+        try:
+            for round_ in range(MISPLACED_ROUNDS):
+                if final or round_ > 0:
+                    for slot in list(self._open):
+                        self._emit(slot)
+                self.producer.flush()
+                misplaced, held = self.producer.take_misplaced(), self.producer.take_held()
+                if not misplaced and not held:
+                    return
+                self._resend(misplaced, held)
+        finally:
+            self._sending = False
         raise SinkWriteError(
             f"aggregates kept landing in other shards than they were packed for after {MISPLACED_ROUNDS} "
             "refreshes of the shard map (a stream being resharded over and over?). Their user records outside "
@@ -139,9 +170,17 @@ class Aggregator:
             "aggregate=false while resharding."
         )
 
-    def _resend(self, misplaced: list[tuple[Entry, str]]) -> None:
-        for stream in {entry.stream for entry, _landed in misplaced}:
+    def _resend(self, misplaced: list[tuple[Entry, str]], held: list[Entry] | None = None) -> None:
+        """With a fresh map of the streams concerned: the user records of misplaced aggregates that the
+        landed shard does not hold, then (after them, for per-key order) everything that was held back
+        behind them, then the aggregates still open, all packed again."""
+        held = held or []
+        streams = {entry.stream for entry, _landed in misplaced} | {entry.stream for entry in held}
+        for stream in streams:
             self._routers[stream] = self.router_for(stream, True)
+        # Aggregates still open were packed with the stale map too, and hold rows added after everything
+        # sent or held: they go last, packed again like the rest.
+        stale = [self._open.pop(slot) for slot in list(self._open) if slot[0] in streams]
         for entry, landed in misplaced:
             span = self._routers[entry.stream].ranges.get(landed)
             outside = [
@@ -156,7 +195,15 @@ class Aggregator:
                 landed,
                 len(outside),
             )
-            for partition_key, hash_key, data in outside:
-                self.add(Entry(entry.stream, data, partition_key, hash_key, entry.row))
-                self.user_records -= 1  # (counted once, when first added)
+            self._again(entry, outside)
             self.resent += len(outside)
+        for entry in held:
+            self._again(entry, list(entry.members) or [(entry.partition_key, entry.hash_key, entry.data)])
+            self.repacked += 1
+        for _agg, first, members in stale:
+            self._again(first, members)
+
+    def _again(self, entry: Entry, members: list[tuple[str, str | None, bytes]]) -> None:
+        for partition_key, hash_key, data in members:
+            self.add(Entry(entry.stream, data, partition_key, hash_key, entry.row))
+            self.user_records -= 1  # (counted once, when first added)

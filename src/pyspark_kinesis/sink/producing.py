@@ -10,6 +10,11 @@ fails with a message naming the error and the count: nothing is dropped silently
 With `preserve_order`, all records of a (stream, partition key) go to one lane, and a call carries
 at most one record per key, and only the oldest pending one: a later record of a key is sent only
 after every earlier one succeeded, so none overtakes a retried one.
+
+An aggregate that lands in another shard than it was packed for (`packing.Aggregator`: the shard map
+went stale) holds back what follows it in order: the lane sends nothing more of its order key in this
+flush, and the aggregator packs those entries again with a fresh map, after the user records the
+landed shard does not hold. Sent on, they would reach readers before those re-sent records.
 """
 
 from __future__ import annotations
@@ -124,14 +129,17 @@ class Lane:
         self.stats = stats
         self.lock = lock
         self.misplaced: list[tuple[Entry, str]] = []  # aggregates written, and the shard each landed in
+        self.held: set[str] = set()  # order keys held back after a misplaced aggregate (this flush)
 
     def _next_call(self) -> tuple[str, list[int]]:
         """Indexes of pending records for the next call: one stream per call, within the limits."""
-        stream = self.pending[0].stream
+        stream = next(e.stream for e in self.pending if e.order_key not in self.held)
         chosen: list[int] = []
         size = 0
-        seen_keys: set[str] = set()
+        seen_keys: set[str] = set(self.held)
         for index, entry in enumerate(self.pending):
+            if entry.order_key in self.held:
+                continue
             if entry.stream != stream:
                 if self.config.preserve_order:
                     seen_keys.add(entry.order_key)  # nothing later of this key may pass it
@@ -153,8 +161,8 @@ class Lane:
         attempt = 0
         last_error = ""
         for _call in range(MAX_PUT_CALLS):  # each round sends or sleeps; the deadline ends it far sooner
-            if not self.pending:
-                return
+            if all(entry.order_key in self.held for entry in self.pending):
+                return  # (what is left is held back for the aggregator: `take_held`)
             stream, chosen = self._next_call()
             settings = self.config.settings_for(stream)
             results = put_records(settings, stream, [self.pending[i].request() for i in chosen])
@@ -172,6 +180,7 @@ class Lane:
                 entry, landed = self.pending[index], result.get("ShardId")
                 if entry.shard is not None and landed and landed != entry.shard:
                     self.misplaced.append((entry, landed))
+                    self.held.add(entry.order_key)
             sent = set(chosen) - failed
             self.pending = [e for i, e in enumerate(self.pending) if i not in sent]
             if not failed:
@@ -206,6 +215,14 @@ class Producer:
         self._next_lane = 0
         self.buffer_records = buffer_records
         self.buffer_bytes = buffer_bytes
+        # `add` flushes a full buffer itself, unless an aggregator in front decides when (it must mend
+        # misplaced aggregates after every flush: `packing.Aggregator`)
+        self.auto_flush = True
+
+    @property
+    def full(self) -> bool:
+        """The buffer holds as many records or bytes as it may before they are written."""
+        return self._buffered >= self.buffer_records or self._buffered_bytes >= self.buffer_bytes
 
     def add(self, entry: Entry) -> None:
         if self.config.preserve_order:
@@ -216,7 +233,7 @@ class Producer:
         self.lanes[lane].pending.append(entry)
         self._buffered += 1
         self._buffered_bytes += entry.size
-        if self._buffered >= self.buffer_records or self._buffered_bytes >= self.buffer_bytes:
+        if self.auto_flush and self.full:
             self.flush()
 
     def flush(self) -> None:
@@ -228,7 +245,7 @@ class Producer:
                 future.result()
             except Exception as exc:  # every lane finishes before the first error is raised
                 errors.append(exc)
-        self._buffered = self._buffered_bytes = 0
+        self._buffered = self._buffered_bytes = 0  # (what is held back is the aggregator's: `take_held`)
         if errors:
             raise errors[0]
 
@@ -237,6 +254,14 @@ class Producer:
         taken = [item for lane in self.lanes for item in lane.misplaced]
         for lane in self.lanes:
             lane.misplaced = []
+        return taken
+
+    def take_held(self) -> list[Entry]:
+        """What the last flush held back behind misplaced aggregates, in order (see the module
+        docstring): the caller packs it again. Nothing stays pending."""
+        taken = [entry for lane in self.lanes for entry in lane.pending]
+        for lane in self.lanes:
+            lane.pending, lane.held = [], set()
         return taken
 
     def close(self) -> None:
