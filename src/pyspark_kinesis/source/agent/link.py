@@ -222,6 +222,12 @@ class AgentLink:
         self.open_now = True
         return bool(fresh)
 
+    def is_agent_at(self, address: str) -> bool:
+        """On a link to this executor's agent: whether `address` is that agent's relay (a read whose
+        holder is this executor's own agent continues over this link, not over TCP)."""
+        _kind, mine, _pending = self._ask(("mine", address))
+        return bool(mine)
+
     def resume(self, position: Position, batch: str) -> None:
         """On a holder's link: continue the subscription it keeps at exactly `position` (RelayRefused
         when it keeps it elsewhere, or no longer; RelayBusy when a read holds it right now)."""

@@ -57,6 +57,12 @@ IDLE_EXIT_S = 60.0  # the agent ends after this long without reads or kept subsc
 # that peers which connect and say nothing (or a byte at a time) cannot take the threads the
 # subscriptions need. Each has `relay.HANDSHAKE_TIMEOUT_S` for its whole handshake.
 MAX_HANDSHAKES = 16
+# ...and from one peer address at once: a peer that floods the port takes a few, not every one.
+MAX_HANDSHAKES_PER_PEER = 4
+# Connections the kernel queues before the relay takes them (Python's default of 5 made a burst of
+# strangers' connections refuse real readers' connects, which then subscribed anew behind the
+# service's 5 s spacing).
+RELAY_BACKLOG = 128
 # The relay listens only while a query run that enables it (`fanOutRelay`, the default) has used a
 # subscription here within this long: with `fanOutRelay=false` no port is open.
 RELAY_IDLE_S = 60.0
@@ -111,6 +117,8 @@ class _Session:
 
     def answer(self, message: tuple) -> tuple[str, Any]:
         hub, held, op = self.hub, self.held, message[0]
+        if op == "mine":  # is `address` this agent's relay (a read whose holder is this executor's agent)
+            return ("ok", bool(message[1]) and message[1] == self.relay(False))
         if op in ("open", "continue"):
             if held is not None:
                 held.close()
@@ -172,7 +180,7 @@ class _RemoteReads(socketserver.BaseRequestHandler):
             try:
                 channel, key, relay_key = relay.accept(self.request, lambda *key: hub.relay_key_of(key))
             finally:
-                server.handshakes.release()
+                server.handshakes.release(self.client_address[0])
         except (relay.RelayRefused, OSError, ValueError) as exc:
             log.info("relay connection from %s refused: %s", self.client_address, exc)
             return
@@ -215,28 +223,56 @@ class _Server(socketserver.ThreadingUnixStreamServer):
         log.info("relay for other executors' reads closed: no query run uses it here")
 
 
+class _Handshakes:
+    """Unauthenticated connections in progress: at most `MAX_HANDSHAKES`, and `MAX_HANDSHAKES_PER_PEER`
+    from one peer address."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_peer: dict[str, int] = {}
+
+    def acquire(self, peer: str) -> bool:
+        with self._lock:
+            if (
+                sum(self._by_peer.values()) >= MAX_HANDSHAKES
+                or self._by_peer.get(peer, 0) >= MAX_HANDSHAKES_PER_PEER
+            ):
+                return False
+            self._by_peer[peer] = self._by_peer.get(peer, 0) + 1
+            return True
+
+    def release(self, peer: str) -> None:
+        with self._lock:
+            left = self._by_peer.get(peer, 0) - 1
+            if left > 0:
+                self._by_peer[peer] = left
+            else:
+                self._by_peer.pop(peer, None)
+
+
 class _RelayServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     address_family = socket.AF_INET
+    request_queue_size = RELAY_BACKLOG
 
     def __init__(self, host: str, hub: SubscriptionHub) -> None:
         self.hub = hub
-        self.handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self.handshakes = _Handshakes()
         if ":" in host:
             self.address_family = socket.AF_INET6
         super().__init__((host, 0), _RemoteReads)
         self.relay_address = relay.join_address(host, self.server_address[1])
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """A thread for the connection only while fewer than `MAX_HANDSHAKES` are unauthenticated;
+        """A thread for the connection only while the handshakes in progress allow (`_Handshakes`);
         otherwise it is closed at once (a real reader then subscribes where it runs)."""
-        if not self.handshakes.acquire(blocking=False):
+        if not self.handshakes.acquire(client_address[0]):
             self.shutdown_request(request)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self.handshakes.release()
+            self.handshakes.release(client_address[0])
             raise
 
 

@@ -16,7 +16,13 @@ What crosses the network, and how it is guarded:
 - Each kept subscription carries the key of the query run that opened it (random, made by the
   driver, sent to tasks inside their partitions as Spark sends any task). A connection proves it knows
   that key and the holder proves it too (HMAC challenge and answer, both ways, over fresh nonces), so
-  neither a stranger nor another query reads or feeds events. Every frame after that carries an HMAC
+  neither a stranger nor another query reads or feeds events. The reader's hello already carries a
+  proof over what it asks for: a peer without the key gets the same refusal whether or not the
+  holder keeps that consumer and shard, so it learns nothing of what the holder keeps.
+- A handshake is bounded as a whole on both ends (`HANDSHAKE_TIMEOUT_S`), however slowly its bytes
+  come, and the holder admits a few unauthenticated connections per peer address at once (the agent's
+  `MAX_HANDSHAKES_PER_PEER`): a peer that connects and says nothing, or trickles bytes, holds a read
+  or the holder's threads for seconds, not longer, and one peer cannot take every slot. Every frame after that carries an HMAC
   of its payload and sequence number under a key of that session, checked before anything is
   unpickled.
 - Events are not encrypted (as Spark's shuffle is not, unless `spark.io.encryption` and
@@ -114,6 +120,13 @@ def _proof(key: bytes, role: bytes, client_nonce: bytes, server_nonce: bytes) ->
     return hmac.new(key, role + client_nonce + server_nonce, hashlib.sha256).digest()
 
 
+def _hello_proof(key: bytes, consumer: str, shard: str, nonce: bytes) -> bytes:
+    """The reader's proof in its hello: it knows the key of the subscription it names (see the module
+    docstring: what a stranger's hello is answered)."""
+    named = orjson.dumps([consumer, shard])
+    return hmac.new(key, b"hello" + nonce + named, hashlib.sha256).digest()
+
+
 # -- framing -----------------------------------------------------------------------------------------
 def _hello_frame(sock: socket.socket, deadline: float | None = None) -> dict[str, Any]:
     body = receive_frame(sock, MAX_HELLO, deadline)
@@ -181,11 +194,15 @@ def connect(address: str, consumer: str, shard: str, key: bytes) -> SealedChanne
     except (OSError, ValueError) as exc:
         raise RelayRefused(f"holder {address} not reachable: {exc}") from None
     try:
+        # (the whole handshake, however slowly a peer at a stale holder address trickles its bytes)
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
         sock.settimeout(HANDSHAKE_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         mine = os.urandom(NONCE)
-        send_frame(sock, orjson.dumps({"consumer": consumer, "shard": shard, "nonce": mine.hex()}))
-        answer = _hello_frame(sock)
+        hello = {"consumer": consumer, "shard": shard, "nonce": mine.hex()}
+        hello["proof"] = _hello_proof(key, consumer, shard, mine).hex()
+        send_frame(sock, orjson.dumps(hello))
+        answer = _hello_frame(sock, deadline)
         if not answer.get("held"):
             raise RelayRefused(f"holder {address} keeps no subscription of {shard} for this query")
         theirs = bytes.fromhex(str(answer.get("nonce", "")))
@@ -193,11 +210,11 @@ def connect(address: str, consumer: str, shard: str, key: bytes) -> SealedChanne
         if len(theirs) != NONCE or not hmac.compare_digest(proof, _proof(key, b"holder", mine, theirs)):
             raise RelayRefused(f"holder {address} did not prove it holds this query's subscription")
         send_frame(sock, orjson.dumps({"proof": _proof(key, b"reader", mine, theirs).hex()}))
-        verdict = _hello_frame(sock)
+        verdict = _hello_frame(sock, deadline)
         if not verdict.get("ok"):
             raise RelayRefused(f"holder {address} refused the read: {verdict.get('why', 'no reason')}")
         return SealedChannel(sock, _proof(key, b"session", mine, theirs), client=True)
-    except (OSError, ValueError, RelayRefused) as exc:
+    except (OSError, ValueError, RelayRefused) as exc:  # (TimeoutError, ConnectionError: OSError)
         with contextlib.suppress(OSError):
             sock.close()
         if isinstance(exc, RelayRefused):
@@ -218,12 +235,14 @@ def accept(
     consumer, shard = str(hello.get("consumer", "")), str(hello.get("shard", ""))
     try:
         theirs = bytes.fromhex(str(hello.get("nonce", "")))
+        shown = bytes.fromhex(str(hello.get("proof", "")))
     except ValueError:
-        theirs = b""
+        theirs = shown = b""
     key = key_for(consumer, shard) if len(theirs) == NONCE else None
-    if key is None:
+    if key is None or not hmac.compare_digest(shown, _hello_proof(key, consumer, shard, theirs)):
+        # (the same answer whether nothing is kept or the peer does not know the key: see the docstring)
         send_frame(sock, orjson.dumps({"held": False}))
-        raise RelayRefused(f"no subscription of {shard} kept here")
+        raise RelayRefused(f"no subscription of {shard} kept here for that reader")
     mine = os.urandom(NONCE)
     proof = _proof(key, b"holder", theirs, mine)
     send_frame(sock, orjson.dumps({"held": True, "nonce": mine.hex(), "proof": proof.hex()}))

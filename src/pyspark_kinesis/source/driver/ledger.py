@@ -38,6 +38,7 @@ class Ledger:
         # markers kept it)
         self._listed: dict[int, Listed | None] = {}
         self._ends: tuple[int, dict[ShardRef, ShardEnd]] | None = None  # the last batch's ends read
+        self._logged: set[str] = set()  # queries whose first batch this run marked as logged by Spark
         self._quiet_read: set[int] = set()  # batches whose quiet note this run has read
         self._quiet_note: tuple[int, str, int] | None = None  # (batch, key, newest renewal) noted last
 
@@ -82,6 +83,7 @@ class Ledger:
         Otherwise (a moved, cleaned or older metadataPath) a replay would read afresh and record new
         ends: rows unlike the first attempt's, and the query failing a batch later."""
         if self._planned_here.get(end.batch) == offset_digest(end.to_json()):
+            self._logged_first(end)
             return  # planned (or checked) in this run
         self.check_query(end)
         marker = self.log.planned(end.token, end.batch)
@@ -100,6 +102,14 @@ class Ledger:
             )
         self._planned_here[end.batch] = offset_digest(end.to_json())
         self._listed[end.batch] = marker.listed
+        self._logged_first(end)
+
+    def _logged_first(self, end: SourceOffset) -> None:
+        """Spark logged the query's first batch (it asks for a batch's tasks only once it logged it): a
+        checkpoint names the query now (`LiveRecords.mark_logged`)."""
+        if end.batch == 0 and end.token not in self._logged:
+            self.log.mark_logged(end.token)
+            self._logged.add(end.token)
 
     def planned_before(self, start: SourceOffset) -> SourceOffset | None:
         """The offset batch `start.batch + 1` was planned with before, if it was (looked up once per run:

@@ -26,6 +26,7 @@ def planned_key(token: str, batch: int) -> str:
 
 
 READ_NAME = "read.json"
+LOGGED_NAME = "logged.json"  # (first batch only) Spark logged it: see `liveness.LiveRecords.mark_logged`
 
 
 def read_key(token: str, batch: int) -> str:

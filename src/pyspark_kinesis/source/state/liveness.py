@@ -13,7 +13,7 @@ import time
 import orjson
 
 from ...errors import CheckpointMismatchError
-from .layout import batch_folder, source_key
+from .layout import LOGGED_NAME, batch_folder, source_key
 from .processes import process_gone, this_process
 from .store import BatchEndStore
 
@@ -78,11 +78,18 @@ class LiveRecords:
         info = orjson.loads(raw) if raw else {}
         return bool(info) and process_gone(info)
 
+    def mark_logged(self, token: str) -> None:
+        """Spark logged the query's first batch (it asks for that batch's tasks only after logging it):
+        a checkpoint names the query now, and its folder is never collected as abandoned, whatever
+        its tasks recorded. Before, a query that stopped between Spark's log of its first batch and the
+        first task's record lost its folder to the next query started on the same metadataPath."""
+        self.store.put_if_absent(f"{batch_folder(token, 0)}/{LOGGED_NAME}", b"{}")
+
     def collect_abandoned(self, token: str) -> list[str]:
         """Delete what queries left that no checkpoint can name: a query whose driver is gone (no fresh
-        live record, or its process gone from this host) before any task of its first batch recorded
-        an end (killed after its first planning, before Spark logged that batch: its restart began a
-        new query). Returns their tokens."""
+        live record, or its process gone from this host) before Spark logged its first batch (killed
+        after its first planning: its restart began a new query; no task recorded an end, and the
+        driver never handed out the batch's tasks, `mark_logged`). Returns their tokens."""
         now, gone = int(time.time() * 1000), []
         for other in self.store.list_folders(""):
             if other == token or other.startswith("_") or not self.store.get(source_key(other)):
@@ -91,11 +98,13 @@ class LiveRecords:
             if now - last < LIVE_FOR_S * 1000 and not self._ended(other, last):
                 continue
             batches = [n for n in self.store.list_folders(other) if n.startswith("batch-")]
-            if batches and (batches != [batch_folder(other, 0).split("/")[1]] or self._recorded(other, 0)):
+            if batches and (batches != [batch_folder(other, 0).split("/")[1]] or self._named(other)):
                 continue
             self.store.delete_folder(other)
             gone.append(other)
         return gone
 
-    def _recorded(self, token: str, batch: int) -> bool:
-        return any(n.startswith("task-") for n in self.store.list_records(batch_folder(token, batch)))
+    def _named(self, token: str) -> bool:
+        """A checkpoint names the query: its first batch was logged, or a task of it recorded an end."""
+        names = self.store.list_records(batch_folder(token, 0))
+        return LOGGED_NAME in names or any(n.startswith("task-") for n in names)

@@ -330,7 +330,8 @@ class TaskPlan:
     task: int
     shards: tuple[ShardPlan, ...]
     cutoff_ms: int | None
-    relay_key: bytes = b""  # the query run's key for reads of continuations other executors keep
+    # the query run's key for reads of continuations other executors keep (a secret: not in the repr)
+    relay_key: bytes = field(default=b"", repr=False)
     drain: bool = False  # drainInOneBatch: read every shard to the cutoff, in chunks (`executor.drain`)
     dropped: tuple[str, ...] = ()  # streams of this task in the offset that the options no longer read
 

@@ -22,6 +22,7 @@ from pyspark_kinesis.aws.error_kinds import encode_error
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent import process, relay
 from pyspark_kinesis.source.agent.hub import SubscriptionHub, SubscriptionRequest
+from pyspark_kinesis.source.agent.process import MAX_HANDSHAKES, MAX_HANDSHAKES_PER_PEER
 from tests.unit.scripted import SPEC
 
 KEY = (SPEC.consumer_arn, "shardId-000000000004")
@@ -300,13 +301,53 @@ def test_connections_past_the_handshake_limit_are_closed_at_once(monkeypatch, no
     monkeypatch.setenv("PYSPARK_KINESIS_AGENT_HOST", "127.0.0.1")
     server = started(SubscriptionHub(lambda spec: None))
     try:
-        while server.handshakes.acquire(blocking=False):  # every handshake slot taken
-            pass
+        peers = 0
+        while server.handshakes.acquire(f"10.0.0.{peers // 4}"):  # every handshake slot taken
+            peers += 1
+        assert peers == MAX_HANDSHAKES
         host, port = relay.split_address(server.relay_address)
         with socket.create_connection((host, port), timeout=5.0) as peer:
             assert peer.recv(1) == b""  # closed without a thread or a word
     finally:
         stop(server)
+
+
+def _from(address: str, port: int, source: str) -> socket.socket:
+    return socket.create_connection((address, port), timeout=5.0, source_address=(source, 0))
+
+
+def test_one_peer_gets_a_few_handshake_slots_and_all_peers_together_a_bounded_number(
+    monkeypatch, no_host_env
+) -> None:
+    """Issue #61 items 7 and 9: any peer could keep the relay's handshake slots busy, and real readers'
+    connects were then closed (they subscribed anew, behind the service's 5 s spacing). One peer
+    address now takes MAX_HANDSHAKES_PER_PEER; all of them together MAX_HANDSHAKES. (Silent
+    connections from loopback addresses of their own.)"""
+    monkeypatch.setenv("PYSPARK_KINESIS_AGENT_HOST", "127.0.0.1")
+    monkeypatch.setattr(relay, "HANDSHAKE_TIMEOUT_S", 30.0)  # (the silent ones keep their slots here)
+    server = started(SubscriptionHub(lambda spec: None))
+    host, port = relay.split_address(server.relay_address)
+    silent: list[socket.socket] = []
+    try:
+        silent += [_from(host, port, "127.0.0.2") for _ in range(MAX_HANDSHAKES_PER_PEER)]
+        with _from(host, port, "127.0.0.2") as again:
+            assert again.recv(1) == b""  # that peer's next one: closed at once
+        with _from(host, port, "127.0.0.3") as reader:  # another peer still gets its handshake
+            reader.sendall(b"\x00\x00\x00\x02{}")
+            assert reader.recv(64).endswith(b'{"held":false}')
+        for peer in ("127.0.0.3", "127.0.0.4", "127.0.0.5"):
+            silent += [_from(host, port, peer) for _ in range(MAX_HANDSHAKES_PER_PEER)]
+        assert len(silent) == MAX_HANDSHAKES
+        with _from(host, port, "127.0.0.6") as late:
+            assert late.recv(1) == b""  # every slot taken: closed at once, whoever asks
+    finally:
+        for sock in silent:
+            sock.close()
+        stop(server)
+
+
+def test_the_relay_queues_a_burst_of_connects():
+    assert process._RelayServer.request_queue_size == process.RELAY_BACKLOG >= 128
 
 
 def test_a_refused_relay_connection_is_logged_with_its_peer(monkeypatch, caplog, no_host_env) -> None:
@@ -328,7 +369,9 @@ def test_a_refused_relay_connection_is_logged_with_its_peer(monkeypatch, caplog,
             if caplog.messages:
                 break
             threading.Event().wait(0.01)
-        assert caplog.messages == [f"relay connection from {local!r} refused: no subscription of  kept here"]
+        assert caplog.messages == [
+            f"relay connection from {local!r} refused: no subscription of  kept here for that reader"
+        ]
     finally:
         stop(server)
 

@@ -98,8 +98,9 @@ def test_a_read_on_another_executor_continues_the_subscription_its_holder_keeps(
 
 def test_only_a_read_of_the_same_query_run_gets_in(service):
     where = kept_on(start_agent(service), service)
-    with pytest.raises(relay.RelayRefused, match="did not prove"):
-        AgentLink.to_holder(address(where), CONSUMER, SHARD, b"x" * 32)  # another run's key
+    # (another run's key is answered as a subscription not kept: a stranger learns nothing of what is)
+    with pytest.raises(relay.RelayRefused, match="keeps no subscription"):
+        AgentLink.to_holder(address(where), CONSUMER, SHARD, b"x" * 32)
     other_consumer = CONSUMER + "-other"  # another query's consumer: nothing of its own is kept there
     with pytest.raises(relay.RelayRefused, match="keeps no subscription"):
         AgentLink.to_holder(address(where), other_consumer, SHARD, KEY)
@@ -130,7 +131,14 @@ def test_a_reader_that_does_not_know_the_key_is_refused_by_the_holder():
 
     thread = threading.Thread(target=holder)
     thread.start()
-    relay.send_frame(client, b'{"consumer":"c","shard":"s","nonce":"' + b"00" * relay.NONCE + b'"}')
+    nonce = b"\x00" * relay.NONCE
+    hello = {
+        "consumer": "c",
+        "shard": "s",
+        "nonce": nonce.hex(),
+        "proof": relay._hello_proof(KEY, "c", "s", nonce).hex(),
+    }
+    relay.send_frame(client, relay.orjson.dumps(hello))  # (a hello seen on the wire, replayed)
     assert relay._hello_frame(client)["held"]
     relay.send_frame(client, b'{"proof":"' + b"ab" * 32 + b'"}')
     assert relay._hello_frame(client) == {"ok": False, "why": "wrong proof"}
@@ -404,3 +412,29 @@ def test_a_second_attempt_of_a_read_whose_subscription_is_in_use_reads_by_get_re
     other.close()
     assert len(service.calls) == 2  # (not a second attempt: it subscribes, as before)
     first.close()
+
+
+def test_a_read_whose_holder_is_its_own_executors_agent_continues_over_the_local_link(service, monkeypatch):
+    """Issue #61 item 7: a read tried its holder over TCP even when the holder was its own executor's
+    agent, so strangers flooding the relay port (or a relay slow to answer) sent it to a new
+    subscription behind the service's 5 s spacing. Now the agent says whether an address is its own,
+    and such a read continues the kept subscription over the Unix socket: no relay connection at all."""
+    a_path = start_agent(service)
+    where = kept_on(a_path, service)
+    monkeypatch.setattr(link_module, "socket_path", lambda owner: a_path)  # this worker is on A too
+    tcp: list[str] = []
+    monkeypatch.setattr(relay, "connect", lambda *args: tcp.append(args[0]) or pytest.fail("over TCP"))
+    pages = FanOutPages(replace(context(FakeProxy(), seconds=2.0), holder=where, relay_key=KEY))
+    assert pages.open(Position.after("2"), verify=False, reuse=True) is False  # the kept one, continued
+    service.streams[-1].events.put(event([3]))
+    assert pages.next_page(100).records.seqs.to_pylist() == ["3"]
+    assert tcp == [] and len(service.calls) == 1
+    assert pages.keep(Position.after("3")) == where
+    pages.close()
+    other = local_link(a_path)
+    assert (
+        other.is_agent_at(address(where))
+        and not other.is_agent_at("127.0.0.1:1")
+        and not other.is_agent_at("")
+    )
+    other.close()

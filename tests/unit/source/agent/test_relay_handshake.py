@@ -37,6 +37,17 @@ from pyspark_kinesis.source.agent.relay import (
 KEY = b"q" * 32
 
 
+def valid_hello(consumer: str = "c", shard: str = "s", key: bytes = KEY) -> dict[str, Any]:
+    """A reader's hello as `connect` sends it: the subscription named, a nonce, the proof over both."""
+    nonce = b"\x00" * NONCE
+    return {
+        "consumer": consumer,
+        "shard": shard,
+        "nonce": nonce.hex(),
+        "proof": relay._hello_proof(key, consumer, shard, nonce).hex(),
+    }
+
+
 def _hello(sock: socket.socket) -> dict[str, Any]:
     body = receive_frame(sock, 1 << 16)
     assert body is not None
@@ -340,7 +351,9 @@ def test_a_hello_without_a_name_asks_for_empty_names() -> None:
         assert _hello(reader) == {"held": False}
         refused = finished(outcome)
     assert asked == [("", "")]
-    assert isinstance(refused, RelayRefused) and str(refused) == "no subscription of  kept here"
+    assert (
+        isinstance(refused, RelayRefused) and str(refused) == "no subscription of  kept here for that reader"
+    )
 
 
 @pytest.mark.parametrize("nonce", ["zz", "00" * (NONCE - 1), None])
@@ -357,13 +370,36 @@ def test_a_hello_without_a_proper_nonce_is_not_looked_up(nonce: str | None) -> N
         assert _hello(reader) == {"held": False}
         refused = finished(outcome)
     assert asked == []
-    assert isinstance(refused, RelayRefused) and str(refused) == "no subscription of s kept here"
+    assert (
+        isinstance(refused, RelayRefused) and str(refused) == "no subscription of s kept here for that reader"
+    )
+
+
+@pytest.mark.parametrize("proof", [None, "zz", "11" * 32, "other key"])
+def test_a_stranger_learns_nothing_of_what_the_holder_keeps(proof: str | None) -> None:
+    """Issue #61 item 9: before the reader proved it knew the key, the holder answered whether it kept
+    the subscription a hello named. Now a hello without the key's proof is answered as one naming
+    nothing kept."""
+    hello = {"consumer": "c", "shard": "s", "nonce": "00" * NONCE}
+    if proof == "other key":
+        hello = valid_hello(key=b"x" * 32)
+    elif proof is not None:
+        hello["proof"] = proof
+    with accepting(lambda consumer, shard: KEY) as (reader, outcome):
+        send_frame(reader, orjson.dumps(hello))
+        assert _hello(reader) == {"held": False}
+        refused = finished(outcome)
+    assert (
+        isinstance(refused, RelayRefused) and str(refused) == "no subscription of s kept here for that reader"
+    )
 
 
 @pytest.mark.parametrize("proof", [None, "zz", "11" * 32])
 def test_a_reader_without_the_key_is_refused(proof: str | None) -> None:
+    """(a peer that replays a hello it saw, without the key: the second proof, over the holder's fresh
+    nonce, fails)"""
     with accepting(lambda consumer, shard: KEY) as (reader, outcome):
-        send_frame(reader, orjson.dumps({"consumer": "c", "shard": "s", "nonce": "00" * NONCE}))
+        send_frame(reader, orjson.dumps(valid_hello()))
         answer = _hello(reader)
         assert answer["held"] is True
         send_frame(reader, orjson.dumps({} if proof is None else {"proof": proof}))
@@ -402,7 +438,7 @@ def trickle(sock: socket.socket, body: bytes, gap_s: float, stop: threading.Even
 def test_the_whole_handshake_is_bounded_however_slowly_bytes_come(monkeypatch, step: str) -> None:
     monkeypatch.setattr(relay, "HANDSHAKE_TIMEOUT_S", 0.6)
     stop = threading.Event()
-    hello = orjson.dumps({"consumer": "c", "shard": "s", "nonce": "00" * NONCE})
+    hello = orjson.dumps(valid_hello())
     with accepting(lambda consumer, shard: KEY) as (reader, outcome):
         if step == "hello":
             threading.Thread(target=trickle, args=(reader, hello, 0.1, stop), daemon=True).start()
@@ -465,3 +501,23 @@ def test_keepalive_is_set_where_the_platform_has_it(monkeypatch) -> None:
     monkeypatch.delattr(relay.socket, "TCP_KEEPCNT")
     relay.keep_alive(Sock())  # type: ignore[arg-type]
     assert set_ == [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+
+
+def test_a_holder_that_trickles_a_well_formed_answer_is_given_up_at_the_handshake_deadline(
+    monkeypatch,
+) -> None:
+    """Issue #61 item 9: the reader's end bounded each wait, not the whole handshake, so a peer at a stale
+    holder address that sent a valid answer a byte at a time held the read for ~12 s per attempt."""
+    monkeypatch.setattr(relay, "HANDSHAKE_TIMEOUT_S", 0.5)
+    stop = threading.Event()
+    answer = orjson.dumps({"held": True, "nonce": "00" * NONCE, "proof": "11" * 32, "pad": "x" * 40})
+
+    def script(conn: socket.socket) -> None:
+        _hello(conn)
+        trickle(conn, answer, 0.05, stop)  # (each byte well within the socket's timeout)
+
+    with holder(script) as address:
+        alive, outcome = connect_within(address, 2.5)
+        stop.set()
+    assert not alive, "connect waited past its handshake deadline"
+    assert isinstance(outcome[0], RelayRefused) and "handshake failed" in str(outcome[0])

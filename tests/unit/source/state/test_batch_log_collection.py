@@ -149,3 +149,28 @@ def test_a_beat_leaves_names_that_are_not_beats_alone(log):
     log.store.put_if_absent("tok/live/12345x.json", b"{}")
     kept = log.beat("tok")
     assert sorted(log.store.list_records("tok/live")) == sorted(["12345x.json", kept.rsplit("/", 1)[1]])
+
+
+def test_a_query_whose_first_batch_spark_logged_is_never_collected(log):
+    """Issue #61 item 9: a query stopped between Spark's log of its first batch and its first task's
+    record lost its folder to the next query started on the same metadataPath, and its restart then
+    failed (the batch's records gone). The driver marks the first batch logged when Spark asks for its
+    tasks (`partitions`: `Ledger.check_logged_batch`)."""
+    _query(log, "a-logged", None, batches={0: False})
+    log.mark_logged("a-logged")
+    _query(log, "b-planned", None, batches={0: False})
+    assert log.collect_abandoned("self") == ["b-planned"]
+    assert log.store.list_folders("") == ["a-logged"]
+
+
+def test_the_driver_marks_the_first_batch_logged_when_spark_asks_for_its_tasks():
+    from tests.unit.planner_fakes import logged, one_stream
+
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    folder = batch_folder(first.token, 0)
+    assert f"{folder}/logged.json" not in h.store.data  # (planned: Spark may not log it)
+    planner.check_logged_batch(logged(first))
+    assert f"{folder}/logged.json" in h.store.data
+    assert h.planner().ledger.log.collect_abandoned("another") == []

@@ -171,3 +171,13 @@ def test_a_newer_format_is_refused_with_advice():
         SourceOffset.from_json(offset)
     with pytest.raises(CheckpointFormatError, match="format version 0"):
         TaskEnd.from_json({k: v for k, v in TaskEnd("tok", 1, 0, {}).to_json().items() if k != "v"})
+
+
+def test_a_task_plan_shows_no_relay_key_in_its_repr():
+    """Issue #61 item 9: the query run's relay key (what lets a read continue another executor's
+    subscription) showed in the plan's repr, and so in logs and error messages that print a plan."""
+    from pyspark_kinesis.source.state.offsets import TaskPlan
+
+    plan = TaskPlan("tok", 3, 0, (), None, relay_key=b"\xab" * 32)
+    assert "relay_key" not in repr(plan) and "ab" * 8 not in repr(plan) and "\\xab" not in repr(plan)
+    assert plan.relay_key == b"\xab" * 32

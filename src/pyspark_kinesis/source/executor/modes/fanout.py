@@ -73,7 +73,8 @@ class FanOutPages:
     # -- the subscription ----------------------------------------------------------------------------
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
         address, subscribed_ms = holder_hint(self.context.holder)
-        if reuse and address and self.context.relay_key and self._from_holder(address, position):
+        remote = bool(reuse and address and self.context.relay_key) and not self._held_here(address)
+        if remote and self._from_holder(address, position):
             self.subscribed, self.position, self.idle = True, position, 0
             return False
         if self.polling is not None:
@@ -101,6 +102,20 @@ class FanOutPages:
             raise self._classify(exc, position) from None
         self.subscribed, self.position, self.idle = True, position, 0
         return fresh
+
+    def _held_here(self, address: str) -> bool:
+        """The holder is this executor's own agent: the read continues its subscription over the local
+        link (`open` with reuse), not over TCP. Over TCP it waited on the relay's handshake like a read
+        from elsewhere, and where strangers flooded the relay port, a refused or stalled connect sent it
+        to a new subscription behind the service's 5 s spacing (issue #61 item 7)."""
+        try:
+            if self.link is None or self.link.broken or self.link_is_remote:
+                if self.link is not None:
+                    self.link.close()
+                self.link, self.link_is_remote = AgentLink(), False
+            return self.link.is_agent_at(address)
+        except (ConnectionError, OSError, RelayRefused):
+            return False
 
     def _from_holder(self, address: str, position: Position) -> bool:
         """Continue the subscription the shard's last read kept at `position` in the agent at `address`
