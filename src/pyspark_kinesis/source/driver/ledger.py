@@ -19,9 +19,12 @@ from ..state.offsets import ShardEnd, SourceOffset
 from .recorded import read_ends
 
 log = logging.getLogger(__name__)
-# The driver notes the tips its looks renewed at most this often (one small write while a query idles):
-# a restart then knows the tip up to this much older than it was, which only errs on the loud side.
-QUIET_NOTE_EVERY_MS = 10 * 60 * 1000
+# The driver notes the tips its looks renewed once they run this far past what the batch ends say, and
+# then at most this often (one small write an hour while a query idles; none in its first hour, so a
+# short idle spell writes nothing): a restart then knows the tip up to this much older than it was.
+# That errs only on the loud side, and only after a downtime of nearly the whole retention, when the
+# query could not know what aged out meanwhile anyway.
+QUIET_NOTE_EVERY_MS = 3_600_000
 
 
 class Ledger:
@@ -177,14 +180,18 @@ class Ledger:
         self._quiet_read.add(offset.batch)
         return self.log.quiet_noted(offset.token, offset.batch)
 
-    def note_quiet(self, start: SourceOffset, quiet: dict[ShardRef, tuple[Position, int]]) -> None:
+    def note_quiet(
+        self, start: SourceOffset, quiet: dict[ShardRef, tuple[Position, int]], recorded_ms: int
+    ) -> None:
         """Note the looks' renewals of the tip after batch `start.batch` for a restart, when the newest
-        one is `QUIET_NOTE_EVERY_MS` newer than the last note; the note it replaces goes."""
+        one is `QUIET_NOTE_EVERY_MS` newer than the last note (or, for the first, than `recorded_ms`, the
+        newest tip the batch ends say); the note it replaces goes."""
         if start.batch < 0 or not quiet:
             return
         newest = max(at for _position, at in quiet.values())
         last = self._quiet_note
-        if last is not None and last[0] == start.batch and newest - last[2] < QUIET_NOTE_EVERY_MS:
+        since = last[2] if last is not None and last[0] == start.batch else recorded_ms
+        if newest - since < QUIET_NOTE_EVERY_MS:
             return
         key = self.log.note_quiet(start.token, start.batch, newest, quiet)
         if last is not None and last[1] != key:

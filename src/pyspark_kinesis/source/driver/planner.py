@@ -273,8 +273,9 @@ class Planner:
         candidates = self._admitted(streams, ends, start.cutoff_ms)
         # (the looks just made renew the tip of idle shards: in the offset if a batch is planned, under
         # metadataPath for a restart either way)
+        recorded = max((s.tip_ms for states in streams.values() for s in states.values()), default=0)
         streams = steps.renewed(streams, self.probe.quiet)
-        self.ledger.note_quiet(start, self.probe.quiet)
+        self.ledger.note_quiet(start, self.probe.quiet, recorded)
         candidates = self._with_ranges(candidates)
         slots = self.shape.slots(candidates, max_rows, max_bytes, start.batch + 1, self.discovery.info)
         if not slots:
@@ -311,6 +312,11 @@ class Planner:
         """The shards the next batch reads, in plan order: those with something to read, and the idle
         ones a look found something in (see `tip_probe`)."""
         readable, idle = self.shape.admit(streams, ends, start_cutoff, self.cutoff_ms, self.clock())
+        # A shard the listing shows closed is read to its end, whatever a look says: its end (and so its
+        # children) is known only once a read meets it, and a server that never ends a closed shard (moto:
+        # an empty page and a next iterator) answers every look with "nothing new" (found by the
+        # simulation: the shard idled until it aged out, and the query reported a loss).
+        idle = {ref for ref in idle if not self._listed_closed(ref)}
         self.probe.forget(idle)
         if not idle:
             return readable

@@ -96,6 +96,28 @@ def test_an_idle_stream_plans_no_batch_and_looks_once_per_interval(mode):
     assert nxt.batch == 1 and list(nxt.tasks().values()) == [[(A, "s1")]]
 
 
+def test_an_idle_shard_the_listing_shows_closed_is_read_to_its_end_whatever_a_look_says():
+    """Found by the simulation (moto's flavor): a shard idle at its tip when a split closed it was
+    only looked at, and moto answers a closed shard's end with "nothing new" for ever; the shard idled
+    until it aged out and the query reported a loss. Its end must be read."""
+    h = one_stream(idlePollIntervalMs="500", shardDiscoveryIntervalMs="1000")
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    at_tip = {(A, sid): read(Position.trim_horizon(), 0, tip=True, at_ms=h.clock.now) for sid in ("s0", "s1")}
+    h.run(first, at_tip)
+    h.clock.now += 600
+    assert planner.next_offset(first, None, None) is first  # both idle, looks find nothing
+    h.kinesis.shards[A] = [
+        shard("s0", high=2**127 - 1, closed=True),
+        shard("s1", low=2**127),
+        shard("c", "s0"),
+    ]
+    h.clock.now += 1_000  # (the listing's interval: s0 shows closed, its child c waits for it)
+    nxt = planner.next_offset(first, None, None)
+    assert nxt.batch == 1 and [ref for refs in nxt.tasks().values() for ref in refs] == [(A, "s0")]
+    assert nxt.state((A, "s0")).closed
+
+
 def test_a_look_that_tells_nothing_or_fails_lets_the_shard_be_read():
     h = one_stream(idlePollIntervalMs="500")
     planner = h.planner()

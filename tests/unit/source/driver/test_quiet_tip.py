@@ -109,3 +109,18 @@ def test_a_look_at_another_position_than_the_offsets_renews_nothing():
     moved[A]["s0"] = first.streams[A]["s0"].__class__(Position.after("2000"), tip_ms=5)
     renewed = steps.renewed(moved, planner.probe.quiet)
     assert renewed[A]["s0"].tip_ms == 5
+
+
+def test_a_short_idle_spell_writes_nothing_under_metadata_path():
+    """(an idle stream writes nothing for its first hour; then a note an hour, the newest only)"""
+    h = one_stream(idlePollIntervalMs="500")
+    first = idle_after_first_batch(h)
+    planner = h.planner()
+    assert planner.next_offset(first, None, None) is first  # (a run's first planning reads batch 1's ends)
+    before = set(h.store.data)
+    for _trigger in range(50):  # 50 minutes of triggers a minute apart
+        h.clock.now += 60_000
+        assert planner.next_offset(first, None, None) is first
+    assert set(h.store.data) == before
+    quiet_spell(h, planner, first, hours=5)
+    assert len([k for k in h.store.data if QUIET_PREFIX in k]) == 1
