@@ -178,7 +178,13 @@ class Ledger:
         if offset.batch < 0 or offset.batch in self._quiet_read:
             return {}
         self._quiet_read.add(offset.batch)
-        return self.log.quiet_noted(offset.token, offset.batch)
+        noted = self.log.quiet_noted(offset.token, offset.batch)
+        if noted is None:
+            return {}
+        key, renewals = noted
+        # (this run's next note replaces that one: a run after run of a scheduled job leaves one note)
+        self._quiet_note = (offset.batch, key, max((at for _p, at in renewals.values()), default=0))
+        return renewals
 
     def note_quiet(
         self, start: SourceOffset, quiet: dict[ShardRef, tuple[Position, int]], recorded_ms: int

@@ -17,6 +17,8 @@ the tip. A look's "nothing" proves that only while the tip known before it is it
 retention: a look at a position whose later records aged out meanwhile (the query stopped for days)
 also finds nothing. So each renewal must follow one still in force (`quiet`).
 
+A shard whose tip is not known within the retention is read rather than looked at (see `news`).
+
 A look that fails (a server that refuses it, an error the task's read would handle its own way) lets
 the shard into the batch, as before looks; credentials that may not call GetRecords from the driver
 turn looks off for that stream, with one warning. Under `trigger(availableNow=True)` every idle
@@ -77,7 +79,15 @@ class TipProbe:
         if not due:
             return set()
         found = {ref for ref in due if ref[0] in self._denied}  # read by batches, as before looks
-        asked = [ref for ref in due if ref[0] not in self._denied]
+        # A shard whose tip is no longer known within the retention (the query was down, or its chain
+        # of renewals broke) is read, not looked at: a look finds nothing after a position both when
+        # nothing came and when what came aged out meanwhile, and only a read tells the two apart and
+        # says a loss (found by the simulation: a shard whose records aged out while the query was down
+        # idled on, its loss never said). The read finds the tip again, and looks go on from there.
+        found |= {
+            ref for ref in due if not unaged(self.tip_at(ref, due[ref]), now, self._retention_ms(ref[0]))
+        }
+        asked = [ref for ref in due if ref not in found]
         if asked:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(LOOKS_AT_ONCE, thread_name_prefix="kinesis-look")
@@ -134,9 +144,13 @@ class TipProbe:
             self._iterators[ref] = (position, answer.iterator, self._clock())
         return answer.news is not False  # (a look that told nothing lets the shard in)
 
-    def forget(self, keep: set[ShardRef]) -> None:
-        """Drop what is kept for shards no longer idle (read since, finished, or gone)."""
-        for ref in [r for r in self._iterators if r not in keep]:
+    def forget(self, idle: set[ShardRef], readable: set[ShardRef]) -> None:
+        """Drop the iterators of shards no longer idle (read since, finished, or gone), and the renewals
+        of shards no longer readable. A renewal outlives the shard's idleness: a shard the listing
+        shows closed is read without a look, from where its last renewal holds (forgotten, the read of
+        a closed shard whose last record aged out while it idled was a loss that did not happen: found
+        by the simulation)."""
+        for ref in [r for r in self._iterators if r not in idle]:
             del self._iterators[ref]
-        for ref in [r for r in self.quiet if r not in keep]:
+        for ref in [r for r in self.quiet if r not in readable]:
             del self.quiet[ref]

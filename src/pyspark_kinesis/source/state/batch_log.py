@@ -345,16 +345,17 @@ class BatchEndLog(LiveRecords):
 
     def quiet_noted(
         self, token: str, batch: int, names: frozenset[str] | None = None
-    ) -> dict[ShardRef, tuple[Position, int]]:
-        """The newest note of `note_quiet` for batch `batch` (nothing when there is none)."""
+    ) -> tuple[str, dict[ShardRef, tuple[Position, int]]] | None:
+        """The newest note of `note_quiet` for batch `batch`: its key and what it says (None: no note)."""
         names = self.names(token, batch) if names is None else names
         notes = sorted(name for name in names if name.startswith(QUIET_PREFIX))
-        raw = self.store.get(f"{batch_folder(token, batch)}/{notes[-1]}") if notes else None
+        key = f"{batch_folder(token, batch)}/{notes[-1]}" if notes else ""
+        raw = self.store.get(key) if notes else None
         if raw is None:
-            return {}
-        return {
-            ShardRef(key, sid): (Position.from_json(position), int(seen))
-            for key, shards in orjson.loads(raw)["streams"].items()
+            return None
+        return key, {
+            ShardRef(stream, sid): (Position.from_json(position), int(seen))
+            for stream, shards in orjson.loads(raw)["streams"].items()
             for sid, (position, seen) in shards.items()
         }
 

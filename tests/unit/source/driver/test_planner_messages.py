@@ -269,3 +269,26 @@ def test_a_running_query_lists_a_closures_children_once_per_trigger():
     kinesis.failures = 1
     planner.next_offset(first, None, None)
     assert kinesis.list_calls[A] == calls + 1
+
+
+def test_an_available_now_run_whose_listings_fail_fails_rather_than_end_early():
+    """Found by the simulation: a scheduled AvailableNow run that met a ListShards outage (no range
+    known, so no shard admitted) planned no batch, which ends the run: its records were left for a
+    later run without a word. Now the listing is tried 6 times, then the run fails, naming the stream."""
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first)
+    restarted = h.planner()
+    slept: list[float] = []
+    restarted.sleep = slept.append
+    restarted.read_up_to(h.clock.now)
+    h.kinesis.failures = 100
+    with pytest.raises(StreamAccessError) as failed:
+        restarted.next_offset(first, None, None)
+    assert slept == [0.5, 1.0, 2.0, 4.0, 8.0]
+    assert str(failed.value) == (
+        f"Kinesis stream(s) {A}: 6 listings in a row failed, and without them trigger(availableNow=True) "
+        "cannot read their shards (each batch keeps the hash key ranges it filters by). Run the query again "
+        "once ListShards answers."
+    )

@@ -46,7 +46,7 @@ def probe(interval_ms: int = 1000) -> tuple[TipProbe, Looks, Clock]:
 
 
 def idle(*refs: ShardRef, polled_ms: int = 0) -> dict[ShardRef, ShardState]:
-    return {ref: ShardState(AT, idle=True, polled_ms=polled_ms) for ref in refs}
+    return {ref: ShardState(AT, idle=True, polled_ms=polled_ms, tip_ms=1) for ref in refs}
 
 
 def test_a_shard_is_due_once_the_interval_since_its_last_read_or_look_has_passed():
@@ -74,7 +74,7 @@ def test_a_look_goes_on_from_the_iterator_the_last_one_left_while_it_is_fresh():
     clock.now += ITERATOR_FOR_MS
     run.news(idle(shard), now=40_000)
     assert looks.asked[-1][3] is None  # too old: a new one
-    moved = {shard: ShardState(Position.after("200"), idle=True)}
+    moved = {shard: ShardState(Position.after("200"), idle=True, tip_ms=1)}
     run.news(moved, now=50_000)
     assert looks.asked[-1][2:] == (Position.after("200"), None)  # kept for another position: not used
 
@@ -120,13 +120,31 @@ def test_a_failed_look_is_noted_at_debug_level(caplog):
     assert caplog.messages == [f"Kinesis stream {A}, shard s0: a look failed (throttled): read by the batch"]
 
 
-def test_forget_drops_the_iterators_of_shards_no_longer_idle():
+def test_forget_drops_the_iterators_of_shards_no_longer_idle_and_the_renewals_of_shards_gone():
     run, looks, _clock = probe()
-    kept, dropped = ShardRef(A, "s0"), ShardRef(A, "s1")
-    run.news(idle(kept, dropped), now=10_000)
-    run.forget({kept})
+    kept, dropped, gone = ShardRef(A, "s0"), ShardRef(A, "s1"), ShardRef(A, "s2")
+    tipped = {ref: ShardState(AT, idle=True, tip_ms=9_000) for ref in (kept, dropped, gone)}
+    run.news(tipped, now=10_000)
+    assert set(run.quiet) == {kept, dropped, gone}
+    run.forget({kept}, {kept, dropped})
+    # (a shard no longer idle keeps its renewal: a closed one is read from where it holds)
+    assert set(run.quiet) == {kept, dropped}
     run.news(idle(kept, dropped), now=20_000)
-    assert {sid: iterator is None for _k, sid, _p, iterator in looks.asked[2:]} == {"s0": False, "s1": True}
+    assert {sid: iterator is None for _k, sid, _p, iterator in looks.asked[3:]} == {"s0": False, "s1": True}
+
+
+def test_a_shard_whose_tip_is_not_known_within_the_retention_is_read_not_looked_at():
+    """Found by the simulation: a look finds nothing after a position both when nothing came and when
+    what came aged out while the query was down; the shard idled on and its loss was never said."""
+    run, looks, _clock = probe()
+    fresh, stale = ShardRef(A, "s0"), ShardRef(A, "s1")
+    now = 100 * 3_600_000
+    states = {
+        fresh: ShardState(AT, idle=True, tip_ms=now - 3_600_000),
+        stale: ShardState(AT, idle=True, tip_ms=now - 30 * 3_600_000),
+    }
+    assert run.news(states, now=now) == {stale}
+    assert [sid for _k, sid, _p, _i in looks.asked] == ["s0"]
 
 
 @pytest.mark.parametrize("count", [1, 40])

@@ -93,6 +93,17 @@ def test_a_closed_shard_read_past_its_listed_last_sequence_number_has_ended():
     assert resumed[1].reached.is_end
 
 
+def test_a_closed_shard_whose_start_aged_out_is_at_its_end_when_the_start_was_past_its_last_record():
+    """Found by the simulation: the start (after the shard's last record) aged out, the read went on from
+    the oldest record left (TRIM_HORIZON), which says nothing of how far the shard was read, and the
+    closed shard was read again in every batch, never ended."""
+    source = ScriptedPages(list(ENDLESS), open_faults=[Fault(FaultKind.GONE)])
+    _cols, end, _source = read(
+        source, Position.after("8"), closed=True, last_seq="8", first_seq="7", tip_ms=NOW_MS, seconds=0.3
+    )
+    assert end.reached.is_end
+
+
 def test_an_empty_closed_shard_has_ended_at_its_first_tip():
     """(moto moves a split parent's records into its children: its range is empty, 0 to 0)"""
     _cols, end, _source = read(ENDLESS, closed=True, last_seq="0", first_seq="0")

@@ -1,0 +1,37 @@
+"""The simulation in the default suite: a fixed set of seeds (`CI_SEEDS` x `CI_DAYS` simulated
+query-days, about two minutes here), and every schedule the simulation found a defect with, shrunk
+and kept in `regressions/` under the defect's name (each failed before its fix). Longer runs:
+`bash scripts/simulate.sh --seeds N --days D`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .run import run_one, run_schedule
+from .schedule import Schedule
+
+CI_SEEDS = range(0, 48)
+CI_DAYS = 7.0
+CHUNK = 8  # seeds per test (a failure names its seeds; the figures of a run are in the message)
+REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.json"))
+
+
+@pytest.mark.parametrize("first", range(CI_SEEDS.start, CI_SEEDS.stop, CHUNK))
+def test_the_seeds_of_the_default_suite_hold_every_oracle(first: int) -> None:
+    failures = []
+    for seed in range(first, min(first + CHUNK, CI_SEEDS.stop)):
+        _figures, violation = run_one(seed, CI_DAYS)
+        if violation is not None:
+            failures.append(
+                f"seed {seed}: {violation} (shrink and replay: bash scripts/simulate.sh --seeds 1 --first {seed} "
+                f"--days {CI_DAYS:g})"
+            )
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
+def test_a_schedule_the_simulation_found_a_defect_with_runs_clean(path: Path) -> None:
+    _figures, violation = run_schedule(Schedule.from_json(path.read_text()))
+    assert violation is None, f"{path.name}: {violation}"

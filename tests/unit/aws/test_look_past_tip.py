@@ -1,0 +1,76 @@
+"""The driver's look at an idle shard (`KinesisProxy.look_past_tip`) against a scripted client: what a
+record, an empty page, a closed shard's end and a refused position each answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark_kinesis.aws.get_records import Records
+from pyspark_kinesis.aws.kinesis import KinesisProxy
+from pyspark_kinesis.config.aws_settings import AwsSettings
+from pyspark_kinesis.config.stream_specs import StreamSpec
+from pyspark_kinesis.model import Position
+from tests.unit.scripted import client_error, records
+
+EMPTY = Records.from_lists([], [], [], [])
+
+
+class Client:
+    """GetShardIterator answers from `iterators` (an iterator, or an error to raise) in turn;
+    GetRecords from `pages`."""
+
+    def __init__(self, iterators: list[Any], pages: list[dict[str, Any]]) -> None:
+        self.iterators, self.pages = iterators, pages
+        self.asked: list[dict[str, Any]] = []
+
+    def get_shard_iterator(self, **args: Any) -> dict[str, Any]:
+        self.asked.append(args)
+        answer = self.iterators.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return {"ShardIterator": answer}
+
+    def get_records(self, **args: Any) -> dict[str, Any]:
+        return self.pages.pop(0)
+
+
+def proxy(client: Client) -> KinesisProxy:
+    made = KinesisProxy(StreamSpec("orders", AwsSettings(region="us-east-1")), agent="planner")
+    made._client = client
+    return made
+
+
+def test_a_record_or_a_closed_shards_end_is_news_an_empty_page_at_the_tip_is_not():
+    page = {"Records": records([5]), "NextShardIterator": "n", "MillisBehindLatest": 0}
+    assert proxy(Client(["it"], [page])).look_past_tip("s", Position.after("4"), None).news is True
+    ended = {"Records": EMPTY, "MillisBehindLatest": 0}
+    assert proxy(Client(["it"], [ended])).look_past_tip("s", Position.after("4"), None).news is True
+    empty = {"Records": EMPTY, "NextShardIterator": "next", "MillisBehindLatest": 0}
+    answer = proxy(Client(["it"], [empty])).look_past_tip("s", Position.after("4"), None)
+    assert answer.news is False and answer.iterator == "next"
+
+
+def test_a_position_refused_as_an_unknown_sequence_number_is_looked_at_from_the_oldest_record():
+    """Found by the simulation: a quiet shard whose last record aged out, on a service that refuses
+    AFTER_SEQUENCE_NUMBER of a trimmed record, failed every look; a failed look lets the shard into a
+    batch, and so an idle stream ran an empty batch every trigger."""
+    refused = client_error(
+        "InvalidArgumentException",
+        "StartingSequenceNumber 4 is invalid: the sequence number is trimmed",
+        "GetShardIterator",
+    )
+    empty = {"Records": EMPTY, "NextShardIterator": "next", "MillisBehindLatest": 0}
+    client = Client([refused, "oldest"], [empty])
+    answer = proxy(client).look_past_tip("s", Position.after("4"), None)
+    assert answer.news is False and not answer.failure
+    assert [a["ShardIteratorType"] for a in client.asked] == ["AFTER_SEQUENCE_NUMBER", "TRIM_HORIZON"]
+    left = {"Records": records([9]), "NextShardIterator": "n", "MillisBehindLatest": 0}
+    assert (
+        proxy(Client([refused, "oldest"], [left])).look_past_tip("s", Position.after("4"), None).news is True
+    )
+
+
+def test_another_refusal_is_a_failed_look_that_lets_the_shard_in():
+    denied = client_error("InvalidArgumentException", "something else", "GetShardIterator")
+    answer = proxy(Client([denied], [])).look_past_tip("s", Position.after("4"), None)
+    assert answer.news is True and "InvalidArgumentException" in answer.failure
