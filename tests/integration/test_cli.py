@@ -226,6 +226,10 @@ def test_local_start_prints_what_a_first_run_needs_and_serves_until_stopped(tmp_
         "--seconds",
         "120",
     ]
+    from pyspark_kinesis.cli.app import LOCAL_PORT
+    from pyspark_kinesis.cli.local_kinesis import port_free
+
+    default_free = port_free(LOCAL_PORT)  # (the README's snippets name it: taken, a free one is said)
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         lines: list[str] = []
@@ -240,6 +244,10 @@ def test_local_start_prints_what_a_first_run_needs_and_serves_until_stopped(tmp_
             r"export (AWS_ACCESS_KEY_ID=\S+) (AWS_SECRET_ACCESS_KEY=\S+) (AWS_DEFAULT_REGION=\S+)", printed
         )
         assert endpoint and exports, printed
+        if default_free:
+            assert endpoint.group(1) == f"http://127.0.0.1:{LOCAL_PORT}", printed
+        else:
+            assert f"port {LOCAL_PORT} is taken: using" in printed, printed
         assert f'.option("endpointUrl", "{endpoint.group(1)}")' in printed
         told = dict(kv.split("=", 1) for kv in exports.groups())
         made = subprocess.run(

@@ -138,6 +138,24 @@ def draw(seed: int, days: float) -> Schedule:
                     },
                 )
             )
+            if rng.random() < 0.3:  # a stale producer's aggregate in a batch whose driver dies before its
+                # commit, and a listing outage at the restart (the replay must filter as its first attempt did)
+                stream = events[-1].args["stream"]
+                outage = {
+                    "calls": ["ListShards"],
+                    "rate": 1.0,
+                    "for_ms": 600_000,
+                    "code": "LimitExceededException",
+                }
+                events.append(
+                    Event(
+                        last_reshard + 60_000,
+                        "put",
+                        {"count": rng.randint(4, 20), "keys": 6, "style": "stale", "stream": stream},
+                    )
+                )
+                events.append(Event(last_reshard + 61_000, "crash", {"phase": "before_commit"}))
+                events.append(Event(last_reshard + 61_000, "faults", outage))
         if rng.random() < 0.06:
             down_for = rng.choice([60_000, 10 * 60_000, 3 * HOUR_MS, 30 * HOUR_MS])
             at = burst_at + rng.randint(1, 600) * 1000

@@ -52,9 +52,14 @@ def describe_failure(exc: Exception, spec: StreamSpec) -> StreamAccessError:
             "source credentials may call sts:AssumeRole on it, and the stsEndpointUrl option if set."
         )
     if isinstance(exc, EndpointConnectionError):
+        options = (
+            "'endpointUrl', 'stsEndpointUrl' and 'region'"
+            if spec.aws.role_arn
+            else "'endpointUrl' and 'region'"
+        )
         return StreamAccessError(
             f"Cannot reach {'STS' if 'sts' in str(exc).lower() else 'Kinesis'} for {where}: {exc}. Check the "
-            "'endpointUrl', 'stsEndpointUrl' and 'region' options and the network."
+            f"{options} options and the network."
         )
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return StreamAccessError(

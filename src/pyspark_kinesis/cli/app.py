@@ -48,19 +48,28 @@ def demo(
 
 # The dummy credentials `local start` tells users to set for the local server.
 LOCAL_KEY_ID, LOCAL_SECRET = "000000000000", "local"
+# Where `local start` listens unless told otherwise (the README's snippets name it); a free port when
+# another process has it.
+LOCAL_PORT = 4567
 
 
 @local_app.command("start")
 def local_start(
     kind: str = typer.Option("kinesis-local", help="kinesis-local or kinesalite."),
-    port: int = typer.Option(0, help="Port on 127.0.0.1 (0: a free one)."),
+    port: int = typer.Option(
+        LOCAL_PORT,
+        help=f"Port on 127.0.0.1 (default {LOCAL_PORT}; when taken, a free one, printed; 0: a free one).",
+    ),
     persist_dir: str = typer.Option(None, help="Keep the data in this folder across restarts."),
     seconds: int = typer.Option(0, help="Stop after this many seconds (0: on Ctrl-C)."),
 ) -> None:
     """Start a local Kinesis server in the foreground and print its endpoint."""
-    from .local_kinesis import LocalKinesis
+    from .local_kinesis import LocalKinesis, port_free
 
-    server = LocalKinesis(kind, port or None, persist_dir).start()
+    chosen = port if port and port_free(port) else None
+    server = LocalKinesis(kind, chosen, persist_dir).start()
+    if port and chosen is None:
+        console.print(f"port {port} is taken: using {server.port} instead", highlight=False)
     console.print(
         f"{kind} listening on [bold]{server.endpoint}[/] (log: {server.log_path}); Ctrl-C stops it",
         soft_wrap=True,

@@ -50,6 +50,16 @@ def ensure_installed() -> Path:
     return target
 
 
+def port_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -19,7 +19,7 @@ AWS_OPTIONS: tuple[Option, ...] = (
     Option("region", "AWS region of the stream.", shown="AWS_REGION / profile region"),
     Option(
         "endpointUrl",
-        "Kinesis endpoint, e.g. http://127.0.0.1:4568 for a local server.",
+        "Kinesis endpoint, e.g. http://127.0.0.1:4567 for `pyspark-kinesis local start`.",
         shown="(AWS endpoint)",
     ),
     Option(
@@ -74,7 +74,7 @@ class AwsSettings:
 def _url(option: str, value: str | None) -> str | None:
     url = (value or "").strip() or None
     if url is not None and not url.startswith(("http://", "https://")):
-        raise OptionError(option, f"'{url}' is not an http(s) URL", "Write it like http://127.0.0.1:4568.")
+        raise OptionError(option, f"'{url}' is not an http(s) URL", "Write it like http://127.0.0.1:4567.")
     return url
 
 

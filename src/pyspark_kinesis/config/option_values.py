@@ -54,7 +54,11 @@ def fold(options: Mapping[str, str], known: Mapping[str, object], what: str) -> 
                 if name
                 else f"`pyspark-kinesis options` lists the {what}'s options (with the cli extra installed)."
             )
-            raise OptionError(key, f"this option is not known to the kinesis {what}", hint)
+            raise OptionError(
+                key,
+                f"this option is not known to the kinesis {what} (Spark hands option names in lower case)",
+                hint,
+            )
         if canonical in folded and folded[canonical] != value:
             raise OptionError(
                 key,

@@ -37,8 +37,8 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "startingPosition",
-        "LATEST | TRIM_HORIZON | AT_TIMESTAMP:<ISO-8601>, or a JSON map of stream -> shard -> position "
-        "(also AT_SEQUENCE_NUMBER:<n> | AFTER_SEQUENCE_NUMBER:<n>).",
+        "LATEST | TRIM_HORIZON (or EARLIEST) | AT_TIMESTAMP:<ISO-8601>, or a JSON map of stream -> shard -> "
+        "position (also AT_SEQUENCE_NUMBER:<n> | AFTER_SEQUENCE_NUMBER:<n>).",
         shown="LATEST",
     ),
     Option(

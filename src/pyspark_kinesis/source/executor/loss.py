@@ -23,7 +23,7 @@ import logging
 import time
 
 from ...errors import DataLossError
-from ...model import MIN_RETENTION_MS, Position, unaged
+from ...model import MIN_RETENTION_MS, TRIM, Position, unaged
 from ..state.offsets import ShardEnd
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,20 @@ class LossPolicy:
         self.loss(what)
 
     def check_start(self, start: Position) -> None:
-        """A first read at a timestamp older than the retention (and no tip seen since)."""
+        """A first read at a timestamp older than the retention (and no tip seen since); or from the
+        oldest record where an earlier read found the shard at its tip (`tip_ms`) longer ago than the
+        retention: records that arrived since may have aged out unread, and a start with no record to
+        resume after cannot tell (found by the simulation: a stream stopped for days while records came
+        and went lost them without a word)."""
+        if start.kind == TRIM:
+            if self.tip_ms > 0 and not self.unaged(self.tip_ms):
+                hours = (int(time.time() * 1000) - self.tip_ms) // 3_600_000
+                self.loss(
+                    f"the read starts at the shard's oldest record, and the shard was last known at its tip "
+                    f"there {hours} h ago, longer than the stream's retention ({self.retention_ms // 3_600_000} h): "
+                    "an unknown number of records that arrived since may be past retention"
+                )
+            return
         if start.ts_ms is None or self.unaged(start.ts_ms) or self.unaged(self.tip_ms):
             return
         self.loss(

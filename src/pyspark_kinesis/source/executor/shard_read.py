@@ -105,7 +105,7 @@ class ShardRead:
         start, until = self.start, self.until
         if start.is_end or (until is not None and until == start):
             return self.cut.cols, ShardEnd(start=start, reached=start)
-        if until is None and start.kind == TIMESTAMP:
+        if until is None and start.kind in (TIMESTAMP, TRIM):
             self.policy.check_start(start)
         # The shard's last read may have left its continuation exactly at `start` (inside an aggregate
         # only where the source hands the rest of the last page back: the read skips what it consumed).

@@ -105,6 +105,30 @@ def test_a_timestamp_start_older_than_the_retention_is_a_loss_of_unknown_size(cl
     seen.check_start(Position.at_timestamp(NOW_MS - 50 * HOUR_MS))  # (the tip was seen since: no loss)
 
 
+def test_an_oldest_record_start_is_a_loss_when_the_shard_was_at_its_tip_there_longer_ago_than_the_retention(
+    clock,
+):
+    """Found by the simulation: a shard read to its tip with nothing in it keeps TRIM_HORIZON as its
+    position; records that came while the query was stopped for days and aged out were lost without a
+    word (no sequence number to resume after, nothing to find missing)."""
+    fresh = LossPolicy(WHERE, 4, False, 24 * HOUR_MS)
+    fresh.check_start(Position.trim_horizon())  # (a start the options asked for: no tip, nothing to say)
+    recent = LossPolicy(WHERE, 4, False, 24 * HOUR_MS, tip_ms=NOW_MS - 20 * HOUR_MS)
+    recent.check_start(Position.trim_horizon())
+    assert fresh.losses == recent.losses == []
+    stale = LossPolicy(WHERE, 4, False, 24 * HOUR_MS, tip_ms=NOW_MS - 30 * HOUR_MS)
+    stale.check_start(Position.trim_horizon())
+    assert stale.losses == [
+        "the read starts at the shard's oldest record, and the shard was last known at its tip there 30 h "
+        "ago, longer than the stream's retention (24 h): an unknown number of records that arrived since may "
+        "be past retention"
+    ]
+    with pytest.raises(DataLossError, match="last known at its tip there 30 h ago"):
+        LossPolicy(WHERE, 4, True, 24 * HOUR_MS, tip_ms=NOW_MS - 30 * HOUR_MS).check_start(
+            Position.trim_horizon()
+        )
+
+
 def _end(records: int, first: tuple[str, int] | None) -> ShardEnd:
     return ShardEnd(Position.trim_horizon(), Position.after("90"), records=records, first=first)
 

@@ -197,13 +197,13 @@ def test_a_replay_and_a_start_inside_an_aggregate_never_reuse():
     assert replay.opens[0][2] is False and inside.opens[0][2] is False
 
 
-def test_a_timestamp_start_is_checked_against_retention_on_a_first_attempt_only(monkeypatch):
+def test_a_timestamp_or_oldest_record_start_is_checked_against_retention_on_a_first_attempt_only(monkeypatch):
     checked = []
     monkeypatch.setattr(shard_read.LossPolicy, "check_start", lambda self, start: checked.append(start))
     start = Position.at_timestamp(int(time.time() * 1000) - 1000)
     run([page([1], behind_ms=0)], start)
     run([page([1], behind_ms=0)], Position.trim_horizon())
-    assert checked == [start]
+    assert checked == [start, Position.trim_horizon()]
 
 
 # -- which faults keep the source open ------------------------------------------------------------------
