@@ -13,6 +13,7 @@ from pyspark.sql.datasource import (
 )
 
 from .aws.gc_freeze import freeze_before_loading
+from .errors import surfaced
 from .source.options import SourceConfig, parse_options, refuse_fan_out_for_batch_reads
 from .source.readers import KinesisBatchReader, stream_reader
 
@@ -39,6 +40,7 @@ class KinesisDataSource(DataSource):
     def name(cls) -> str:
         return "kinesis"
 
+    @surfaced
     def schema(self) -> Any:
         config = parse_options(self._batch_options(), streaming=False)
         # (imported here: boto3 loads when a read is defined, not when Spark imports the package)
@@ -59,8 +61,9 @@ class KinesisDataSource(DataSource):
         # In the query's planner process, which Spark starts afresh for every query: its first step
         # of the connector's, before botocore loads (see gc_freeze).
         freeze_before_loading()
-        return stream_reader(_with_values(parse_options(self.options, streaming=True), schema))
+        return stream_reader(lambda: _with_values(parse_options(self.options, streaming=True), schema))
 
+    @surfaced
     def reader(self, schema: Any) -> DataSourceReader:
         config = parse_options(self._batch_options(), streaming=False)
         refuse_fan_out_for_batch_reads(config)
@@ -68,12 +71,14 @@ class KinesisDataSource(DataSource):
 
     # The sink's modules load only when a query writes: every query starts a fresh planner process
     # (Spark's streaming source runner), and what it imports is paid again on every start.
+    @surfaced
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
         from .sink.options import parse_sink_options
         from .sink.writers import KinesisBatchWriter, prepare
 
         return KinesisBatchWriter(prepare(schema, parse_sink_options(self.options)))
 
+    @surfaced
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
         from .sink.options import parse_sink_options
         from .sink.writers import prepare, stream_writer

@@ -6,6 +6,11 @@ through Spark's error wrapping, far from this code. Messages never contain secre
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
 __all__ = [
     "KinesisConnectorError",
     # at query start
@@ -19,7 +24,13 @@ __all__ = [
     "CorruptRecordError",
     "DataLossError",
     "SinkWriteError",
+    # the boundary with Spark
+    "surfaced",
+    "surfaced_rows",
 ]
+
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class KinesisConnectorError(Exception):
@@ -70,3 +81,46 @@ class CorruptRecordError(KinesisConnectorError):
 
 class SinkWriteError(KinesisConnectorError):
     """Records could not be written within maxRetryTimeMs, or a record is invalid."""
+
+
+# -- the boundary with Spark ---------------------------------------------------------------------------
+# Spark prints the traceback of what a method it calls raised, inside its own error, and PySpark prints
+# that again: with the connector's frames and the errors chained inside (botocore's, the planner's), a
+# one-line message came last after 30-50 lines. What the user can act on is the message, so an error
+# of ours leaves the method Spark called without them (they go to the debug log).
+
+
+def _bare(exc: KinesisConnectorError) -> None:
+    # (then raised by a line of its own, with nothing after it: Python marks no part of that line)
+    log.debug("%s (the trace Spark is not shown)", type(exc).__name__, exc_info=exc)
+    exc.__cause__ = None
+    exc.__suppress_context__ = True
+    exc.with_traceback(None)
+
+
+def surfaced(method: F) -> F:
+    """A method Spark calls: a connector error leaves it as its message, without our frames or chain."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except KinesisConnectorError as exc:
+            _bare(exc)
+            raise exc from None
+
+    return call  # type: ignore[return-value]
+
+
+def surfaced_rows(method: F) -> F:
+    """`surfaced` for a method that yields (a task's `read`/`write` input): the same, for each step."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        try:
+            yield from method(*args, **kwargs)
+        except KinesisConnectorError as exc:
+            _bare(exc)
+            raise exc from None
+
+    return call  # type: ignore[return-value]

@@ -243,3 +243,77 @@ def test_what_load_can_check_fails_at_load_with_the_connectors_message_last(
     last = lines[-1] if not lines[-1].lstrip().startswith("SQLSTATE") else lines[-2]
     assert expected in last, message
     assert len(lines) < 30, f"{len(lines)} lines:\n{message}"
+
+
+# What each case of a newcomer's bad input must end with (bad_input_app.py runs them as a user's script).
+FIRST_HOUR = {
+    "misspelled option": "Did you mean 'startingPosition'?",
+    "missing stream": "stream 'no-such-stream' in region 'us-east-1'",
+    "wrong port": "Cannot reach Kinesis for stream",
+    "missing metadataPath": "'metadataPath': missing",
+    "bad startingPosition": "'startingPosition': unknown position 'BEGINNING'",
+    "no credentials": "No AWS credentials found",
+    "sink: missing stream": "stream 'no-such-stream' in region 'us-east-1'",
+    "sink: misspelled option": "Did you mean 'aggregate'?",
+    "sink: no data column": "the DataFrame has no 'data' column",
+}
+MAX_TRACE_LINES = 20  # (less the user's own frames and, for a streaming query, Spark's description of it)
+
+
+def test_a_newcomers_bad_input_ends_a_short_trace_with_the_connectors_message(
+    kinesis_local, stream, tmp_path
+):
+    """Each case's trace as Python prints it for the user's script: at most ~20 lines besides the
+    script's own frames, the connector's message last (a streaming query's error is followed by Spark's
+    description of the query, which PySpark prints and we cannot remove), our frames at most one per
+    trace Spark quotes, and no PySpark UnboundLocalError after it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    app = Path(__file__).with_name("bad_input_app.py")
+    done = subprocess.run(
+        [sys.executable, str(app), kinesis_local.endpoint, stream, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    traces = {d["case"]: d["trace"] for d in map(json.loads, done.stdout.splitlines())}
+    assert set(traces) == set(FIRST_HOUR), done.stderr[-3000:]
+    for case, expected in FIRST_HOUR.items():
+        trace = traces[case]
+        ours = trace.split("\n=== Streaming Query ===")[0]
+        lines = [line for line in ours.splitlines() if line.split("SQLSTATE: ")[0].strip()]
+        script = _script_frame_lines(lines, app.name)
+        shown = [line for index, line in enumerate(lines) if index not in script]
+        last = shown[-1].split(" SQLSTATE: ")[0]
+        assert expected in last, f"{case}: the last line is not the message:\n{trace}"
+        assert len(shown) <= MAX_TRACE_LINES, f"{case}: {len(shown)} lines:\n{trace}"
+        assert "UnboundLocalError" not in trace, f"{case}:\n{trace}"
+        ours_frames = [
+            line for line in shown if "pyspark_kinesis" in line and line.lstrip().startswith("File ")
+        ]
+        assert len(ours_frames) <= 2, f"{case}: the connector's frames are shown:\n{trace}"
+
+
+def _script_frame_lines(lines: list[str], script: str) -> set[int]:
+    """The indexes of the lines that show the user's script's own frames (its file line and the source
+    lines under it), which depend on the script, not on us."""
+    out: set[int] = set()
+    inside = False
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith("File "):
+            inside = script in line
+        elif not line.startswith("  "):
+            inside = False
+        if inside:
+            out.add(index)
+    return out

@@ -2,7 +2,7 @@
 connector, and the default suite's seeds run against that copy until one fails.
 
 `python -m tests.sim.reverts [NAME ...] [--seeds N] [--days D]` prints, per fix, the first seed whose run
-fails (and how) or that none of the N did. A fix whose code moved so that its revert no longer applies
+fails (and how), or that none of the N did and which of the suite's regression schedules then fails. A fix whose code moved so that its revert no longer applies
 says so (the revert is a text replacement in one module: update it with the fix).
 """
 
@@ -111,8 +111,8 @@ REVERTS = [
         "read-when-the-tip-aged",
         "(found) a shard whose tip aged out while the query was down was looked at: its loss unsaid",
         "source/driver/tip_probe.py",
-        "        found |= {ref for ref in due if not unaged(self.tip_at(ref, due[ref]), now, self._retention_ms(ref[0]))}\n",
-        "",
+        "            ref for ref in due if not unaged(self.tip_at(ref, due[ref]), now, self._retention_ms(ref[0]))\n",
+        "            ref for ref in ()\n",
     ),
     Revert(
         "closed-start-past-its-end",
@@ -127,6 +127,13 @@ REVERTS = [
         "source/driver/planner.py",
         "        if len(kept) < len(candidates) and self.cutoff_ms is not None:",
         "        if False:",
+    ),
+    Revert(
+        "oldest-start-after-an-aged-tip",
+        "(found) a shard started at its oldest record after its tip aged lost records without a word",
+        "source/executor/loss.py",
+        "            if self.tip_ms > 0 and not self.unaged(self.tip_ms):",
+        "            if False:",
     ),
 ]
 
@@ -159,7 +166,15 @@ def first_failure(revert: Revert, seeds: int, days: float) -> str:
             "    if violation is not None:\n"
             "        print(f'found by seed {seed} (the {seed + 1}th): {violation.kind}: ' + str(violation)[:160])\n"
             "        sys.exit(0)\n"
-            f"print('not found in {seeds} seeds')\n"
+            "from pathlib import Path\n"
+            "from tests.sim.schedule import Schedule\n"
+            "from tests.sim.run import run_schedule\n"
+            "for path in sorted(Path('tests/sim/regressions').glob('*.json')):\n"
+            "    figures, violation = run_schedule(Schedule.from_json(path.read_text()))\n"
+            "    if violation is not None:\n"
+            f"        print(f'not found in {seeds} seeds; found by the regression {{path.stem}}: {{violation.kind}}')\n"
+            "        sys.exit(0)\n"
+            f"print('not found in {seeds} seeds nor by a regression')\n"
         )
         done = subprocess.run(
             [sys.executable, "-c", probe],

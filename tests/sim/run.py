@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
+import multiprocessing
 import random
 import re
 import sys
@@ -160,7 +162,8 @@ class World:
     def new_reader(self, options: dict[str, str]) -> Any:
         """The stream reader as Spark makes it at a query's start, with its planner made as its
         `planner` property makes it (less the live record's thread: the runner beats instead)."""
-        reader = readers.stream_reader(parse_options(options, streaming=True))
+        reader = readers.stream_reader(lambda: parse_options(options, streaming=True))
+        assert isinstance(reader, readers.KinesisStreamReader), getattr(reader, "error", reader)
         reader._planner = Planner(
             reader.config, BatchEndLog.open(METADATA), functools.partial(KinesisProxy, agent="planner")
         )
@@ -512,6 +515,17 @@ class World:
         patches.setattr(writers, "_router", router)
         patches.setattr(writers, "Producer", functools.partial(Producer, buffer_records=setup.sink_buffer))
         patches.setattr(writers, "MAX_RECORD_BYTES", 400)
+        # What the producer keeps after a flush (misplaced aggregates with their members, and what it held
+        # back behind them): the repair must take it after every flush, so no more than one buffer's
+        # worth is ever held.
+        peak = [0]
+        real_flush = Producer.flush
+
+        def flush(producer: Producer) -> None:
+            real_flush(producer)
+            peak[0] = max(peak[0], sum(len(lane.misplaced) + len(lane.pending) for lane in producer.lanes))
+
+        patches.setattr(Producer, "flush", flush)
         patches.setattr(self.model, "put_failure_rate", 0.1)
         before = {sid: len(s.recs) for sid, s in out.shards.items()}
         try:
@@ -546,6 +560,12 @@ class World:
         for key, uids in seen.items():
             if uids != [uid for k, uid in rows if k == key]:
                 raise Violation("sink-key-order", f"key {key}: the sink's rows read out of order", now)
+        if peak[0] > setup.sink_buffer:
+            raise Violation(
+                "sink-memory",
+                f"{peak[0]} misplaced or held-back entries kept at once: more than a buffer's {setup.sink_buffer}",
+                now,
+            )
         rows_per_aggregate = 400 // len(payload(0))
         if put - len(rows) > setup.sink_buffer * rows_per_aggregate:
             raise Violation(
@@ -663,11 +683,60 @@ def shrink(schedule: Schedule, kind: str, budget: int = 60) -> Schedule:
     return schedule
 
 
+SUMMED = (
+    "days",
+    "batches",
+    "restarts",
+    "crashes",
+    "records",
+    "losses",
+    "reshards",
+    "sink_rows",
+    "quota_refusals",
+)
+
+
+def _seed_run(seed: int, days: float, no_shrink: bool) -> dict[str, Any]:
+    """One seed, in a worker process: its figures, and when it failed, the violation and the (shrunk)
+    schedule that replays it."""
+    schedule = draw(seed, days)
+    figures, violation = run_schedule(schedule)
+    out: dict[str, Any] = {"seed": seed, "days": days, **{n: getattr(figures, n) for n in SUMMED}}
+    if violation is not None:
+        shrunk = schedule if no_shrink else shrink(schedule, violation.kind)
+        out["failed"] = str(violation)
+        out["schedule"] = shrunk.to_json()
+        out["events"] = [len(shrunk.events), len(schedule.events)]
+    return out
+
+
+def _journal_read(path: str | None, days: float) -> dict[int, dict[str, Any]]:
+    """The seeds a journal holds for these `days` (a long run is resumed across sittings)."""
+    if not path:
+        return {}
+    done: dict[int, dict[str, Any]] = {}
+    try:
+        with open(path) as handle:
+            for line in handle:
+                if line.strip():
+                    entry = json.loads(line)
+                    if entry["days"] == days:
+                        done[entry["seed"]] = entry
+    except FileNotFoundError:
+        pass
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The deterministic simulation: seeds, days, figures.")
     parser.add_argument("--seeds", type=int, default=20, help="how many seeds")
     parser.add_argument("--first", type=int, default=0, help="the first seed")
     parser.add_argument("--days", type=float, default=7.0, help="simulated days per seed")
+    parser.add_argument("--jobs", type=int, default=1, help="processes running seeds at once")
+    parser.add_argument(
+        "--journal",
+        help="a file each finished seed is appended to; seeds it holds are not run again (resume a long run)",
+    )
     parser.add_argument("--replay", help="a schedule (JSON file) a failing run printed")
     parser.add_argument("--no-shrink", action="store_true", help="print a failing seed's schedule as drawn")
     args = parser.parse_args(argv)
@@ -676,39 +745,51 @@ def main(argv: list[str] | None = None) -> int:
             figures, violation = run_schedule(Schedule.from_json(handle.read()))
         print(violation or f"ok: {figures}")
         return 1 if violation else 0
-    totals, failed = Figures(), []
+    seeds = range(args.first, args.first + args.seeds)
+    done = _journal_read(args.journal, args.days)
+    todo = [seed for seed in seeds if seed not in done]
+    results = [done[seed] for seed in seeds if seed in done]
     started = wall.monotonic()
-    for seed in range(args.first, args.first + args.seeds):
-        schedule = draw(seed, args.days)
-        figures, violation = run_schedule(schedule)
-        for name in (
-            "days",
-            "batches",
-            "restarts",
-            "crashes",
-            "records",
-            "losses",
-            "reshards",
-            "sink_rows",
-            "quota_refusals",
-        ):
-            setattr(totals, name, getattr(totals, name) + getattr(figures, name))
-        if violation is not None:
-            failed.append(seed)
-            print(f"seed {seed}: FAILED: {violation}", flush=True)
-            shrunk = schedule if args.no_shrink else shrink(schedule, violation.kind)
-            print(
-                f"seed {seed}: schedule ({len(shrunk.events)} of {len(schedule.events)} events), replay with --replay FILE:"
-            )
-            print(shrunk.to_json(), flush=True)
+    work = functools.partial(_seed_run, days=args.days, no_shrink=args.no_shrink)
+    with multiprocessing.get_context("spawn").Pool(max(1, args.jobs)) if args.jobs > 1 else _Inline() as pool:
+        for entry in pool.imap_unordered(work, todo):
+            results.append(entry)
+            if args.journal:
+                with open(args.journal, "a") as handle:
+                    handle.write(json.dumps(entry) + "\n")
+            if "failed" in entry:
+                shown, drawn = entry["events"]
+                print(f"seed {entry['seed']}: FAILED: {entry['failed']}", flush=True)
+                print(
+                    f"seed {entry['seed']}: schedule ({shown} of {drawn} events), replay with --replay FILE:"
+                )
+                print(entry["schedule"], flush=True)
     took = wall.monotonic() - started
+    totals = {name: sum(entry[name] for entry in results) for name in SUMMED}
+    failed = sorted(entry["seed"] for entry in results if "failed" in entry)
+    resumed = f" ({len(results) - len(todo)} of them from {args.journal})" if len(todo) < len(results) else ""
     print(
-        f"{args.seeds} seeds x {args.days:g} days = {totals.days:,.0f} simulated query-days in {took:,.0f} s: "
-        f"{totals.batches:,} batches, {totals.records:,} user records, {totals.restarts:,} driver starts, "
-        f"{totals.crashes:,} driver or executor crashes, {totals.reshards:,} reshards, {totals.losses:,} losses said, "
-        f"{totals.sink_rows:,} sink rows, {totals.quota_refusals:,} quota refusals; failed seeds: {failed or 'none'}"
+        f"{args.seeds} seeds x {args.days:g} days = {totals['days']:,.0f} simulated query-days{resumed}, "
+        f"{len(todo)} seeds run now in {took:,.0f} s with {args.jobs} process(es): "
+        f"{totals['batches']:,} batches, {totals['records']:,} user records, {totals['restarts']:,} driver starts, "
+        f"{totals['crashes']:,} driver or executor crashes, {totals['reshards']:,} reshards, "
+        f"{totals['losses']:,} losses said, {totals['sink_rows']:,} sink rows, "
+        f"{totals['quota_refusals']:,} quota refusals; failed seeds: {failed or 'none'}"
     )
     return 1 if failed else 0
+
+
+class _Inline:
+    """`Pool`'s face for one process: seeds run here, in order."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def imap_unordered(self, work: Callable[[int], dict[str, Any]], items: list[int]) -> Any:
+        return map(work, items)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from .. import spark_features
 from ..aws.client import freeze_long_lived
 from ..aws.kinesis import KinesisProxy, partition_key_optional, sink_target
 from ..config.stream_specs import arn_parts
-from ..errors import OptionError, SinkWriteError
+from ..errors import OptionError, SinkWriteError, surfaced
 from ..formats import ValueDoesNotFit, codec_of
 from .options import SinkConfig
 from .packing import Aggregator, ShardRouter
@@ -281,6 +281,7 @@ class KinesisBatchWriter(DataSourceArrowWriter):
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
 
+    @surfaced
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return write_partition(self.config, iterator)
 
@@ -311,6 +312,7 @@ class KinesisStreamWriter(DataSourceStreamWriter):
     def __init__(self, config: SinkConfig) -> None:
         self.config = config
 
+    @surfaced
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return write_partition(self.config, rows_to_batches(iterator))
 
@@ -328,6 +330,7 @@ class KinesisStreamWriter(DataSourceStreamWriter):
 if spark_features.ARROW_STREAM_WRITER:
 
     class KinesisStreamArrowWriter(KinesisStreamWriter, spark_features.DataSourceStreamArrowWriter):
+        @surfaced
         def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
             return write_partition(self.config, iterator)
 

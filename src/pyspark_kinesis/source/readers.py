@@ -12,13 +12,14 @@ import functools
 import logging
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from .. import spark_features
+from ..errors import KinesisConnectorError, surfaced, surfaced_rows
 from .options import SourceConfig
 from .state.offsets import BackfillPlan, SourceOffset, TaskPlan
 
@@ -95,9 +96,11 @@ class KinesisStreamReader(DataSourceStreamReader):
         return self._planner
 
     # -- driver side ------------------------------------------------------------------------------
+    @surfaced
     def initialOffset(self) -> dict:
         return self._see(self.planner.initial_offset()).to_json()
 
+    @surfaced
     def getDefaultReadLimit(self) -> spark_features.ReadLimit:
         """(PySpark 4.2+.)"""
         if self.config.max_records_per_batch:
@@ -106,6 +109,7 @@ class KinesisStreamReader(DataSourceStreamReader):
             return spark_features.ReadMaxBytes(self.config.max_bytes_per_batch)
         return spark_features.ReadAllAvailable()
 
+    @surfaced
     def latestOffset(self, start: dict | None = None, limit: spark_features.ReadLimit | None = None) -> dict:
         """The next batch's offset (or `start` when there is nothing to read now). Without arguments
         (PySpark 4.0/4.1), from the newest offset seen and the options' batch limits."""
@@ -154,10 +158,12 @@ class KinesisStreamReader(DataSourceStreamReader):
         self._drained = True
         self.planner.read_up_to(now_ms(), drain=True)
 
+    @surfaced
     def reportLatestOffset(self) -> dict | None:
         """Lag per stream, shown as `sources[].latestOffset` in the query's progress (see `driver.lag`)."""
         return self.planner.lag.report()
 
+    @surfaced
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         from .driver.task_plans import plan_tasks
 
@@ -170,12 +176,14 @@ class KinesisStreamReader(DataSourceStreamReader):
         )
         return [KinesisPartition(plan) for plan in plans]
 
+    @surfaced
     def commit(self, end: dict) -> None:
         """Spark committed the batch `end` ends: the records of it and before it can go (see
         `BatchEndLog.collect`). It lags a batch, and the last batch of a run may never be committed."""
         self.planner.committed(self._see(SourceOffset.from_json(end)))
 
     # -- executor side ----------------------------------------------------------------------------
+    @surfaced_rows
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, TaskPlan)
         from .executor.task import read_task  # (the executor's reading code: not in the planner's process)
@@ -189,6 +197,7 @@ if spark_features.ADMISSION_CONTROL:
         """PySpark 4.2+: `trigger(availableNow=True)` reads what was there when the run started, in as
         many batches as the limits make, then stops."""
 
+        @surfaced
         def prepareForTriggerAvailableNow(self) -> None:
             from .driver.discovery import now_ms
 
@@ -196,11 +205,49 @@ if spark_features.ADMISSION_CONTROL:
             self.planner.read_up_to(now_ms())
 
 
-def stream_reader(config: SourceConfig) -> KinesisStreamReader:
-    """The stream reader for the running PySpark (see `spark_features`)."""
-    if spark_features.ADMISSION_CONTROL:
-        return KinesisAvailableNowReader(config)
-    return KinesisStreamReader(config)
+class RefusedStreamReader(DataSourceStreamReader):
+    """What `streamReader` returns when the query's options or streams are refused: the refusal is
+    raised by the first call Spark makes. Spark creates the reader in the query's own thread, after
+    `start()` returned, and PySpark's streaming runner calls `stop()` on it in a `finally` that follows a
+    failed creation with an `UnboundLocalError` of its own, which reads as the cause; raised from a
+    call instead, the connector's message is the last line."""
+
+    def __init__(self, error: KinesisConnectorError) -> None:
+        self.error = error
+
+    def _refuse(self) -> Any:
+        raise self.error
+
+    initialOffset = surfaced(_refuse)
+    getDefaultReadLimit = surfaced(_refuse)
+    prepareForTriggerAvailableNow = surfaced(_refuse)
+
+    @surfaced
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        return self._refuse()
+
+    @surfaced
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return self._refuse()
+
+    @surfaced
+    def commit(self, end: dict) -> None:
+        self._refuse()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self._refuse()
+
+
+def stream_reader(config: Callable[[], SourceConfig]) -> DataSourceStreamReader:
+    """The stream reader for the running PySpark (see `spark_features`), from the options `config`
+    makes; or, when they or the streams are refused, a reader that says so (`RefusedStreamReader`)."""
+    try:
+        made = config()
+        if spark_features.ADMISSION_CONTROL:
+            return KinesisAvailableNowReader(made)
+        return KinesisStreamReader(made)
+    except KinesisConnectorError as exc:
+        return RefusedStreamReader(exc)
 
 
 def _keep_alive(planner: Planner) -> None:
@@ -227,9 +274,11 @@ class KinesisBatchReader(DataSourceReader):
         self.config = resolve_streams(config)
         self.slices = backfill_slices(self.config)
 
+    @surfaced
     def partitions(self) -> list[InputPartition]:
         return [KinesisPartition(piece) for piece in self.slices]
 
+    @surfaced_rows
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KinesisPartition) and isinstance(partition.plan, BackfillPlan)
         from .executor.task import read_backfill

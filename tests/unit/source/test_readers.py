@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import traceback
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from pyspark_kinesis.errors import OptionError
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source import readers
 from pyspark_kinesis.source.driver import discovery, planner
+from pyspark_kinesis.source.options import SourceConfig
 from pyspark_kinesis.source.readers import KinesisBatchReader, KinesisPartition, KinesisStreamReader
 from pyspark_kinesis.source.state import batch_log
 from pyspark_kinesis.source.state.offsets import BackfillPlan, SourceOffset, TaskPlan
@@ -112,9 +114,37 @@ def test_a_reader_resolves_its_streams_checks_metadata_path_and_makes_a_relay_ke
 def test_stream_reader_picks_the_class_of_the_installed_pyspark(monkeypatch, tmp_path):
     monkeypatch.setattr(discovery, "resolve_streams", lambda config: config)
     config = replace(one_stream().config, metadata_path=str(tmp_path))
-    reader = readers.stream_reader(config)
+    reader = readers.stream_reader(lambda: config)
     assert isinstance(reader, KinesisStreamReader)
     assert (type(reader).__name__ == "KinesisAvailableNowReader") == spark_features.ADMISSION_CONTROL
+
+
+def test_a_refused_query_says_so_from_the_first_call_spark_makes_not_from_its_creation():
+    """PySpark's streaming runner follows an error raised while the reader is made with an
+    UnboundLocalError of its own (`reader.stop()` in a `finally`): the refusal waits for the first call,
+    and leaves it without the connector's frames or what it chained."""
+
+    def refused() -> SourceConfig:
+        try:
+            raise KeyError("internal")
+        except KeyError as exc:
+            raise OptionError("metadataPath", "missing", "Set it.") from exc
+
+    reader = readers.stream_reader(refused)
+    reader.stop()  # (what the runner's `finally` calls: it must not raise)
+    for call in (
+        reader.initialOffset,
+        reader.latestOffset,
+        lambda: reader.latestOffset({}, None),
+        reader.getDefaultReadLimit,
+        lambda: reader.partitions({}, {}),
+        lambda: reader.commit({}),
+    ):
+        with pytest.raises(OptionError, match="'metadataPath': missing") as caught:
+            call()
+        assert caught.value.__cause__ is None and caught.value.__suppress_context__
+        frames = traceback.extract_tb(caught.value.__traceback__)
+        assert [f.name for f in frames if "pyspark_kinesis" in f.filename] == ["call"], frames
 
 
 def test_what_travels_to_executors_is_the_config_alone():
