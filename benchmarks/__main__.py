@@ -220,6 +220,9 @@ def bench_latency(
         help="polling, efo or both (enhanced fan-out needs --kind kinesis-local).",
     ),
     masters: list[str] | None = MASTERS,
+    quiet_s: int = typer.Option(
+        0, min=0, max=900, help="Seconds the stream stays empty after the query's first batches."
+    ),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """p50/p99 delay from put to foreachBatch with the default trigger."""
@@ -241,12 +244,14 @@ def bench_latency(
         for mode in modes:
             label = mode if masters == ["local[2]"] else f"{mode} on {master}"
             with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
-                runs[label] = latency.run_latency(rate, seconds, shards, Path(work), kind, mode, master)
+                runs[label] = latency.run_latency(
+                    rate, seconds, shards, Path(work), kind, mode, master, quiet_s
+                )
     if consumer_type == "polling" and masters == ["local[2]"]:
         text = latency.markdown_latency(runs["polling"], rate, seconds, shards, kind)
         name = "bench-latency"
     else:
-        text = latency.markdown_modes(runs, rate, seconds, shards)
+        text = latency.markdown_modes(runs, rate, seconds, shards, quiet_s)
         name = "bench-latency-modes"
     console.print(text)
     if write:

@@ -69,6 +69,7 @@ def run_latency(
     kind: str = "kinesalite",
     consumer_type: str = "polling",
     master: str = "local[2]",
+    quiet_s: int = 0,
 ) -> LatencyRun:
     """Records put at `rate`/s for `seconds` while a default-trigger query runs; each record's delay
     from just before its put to when the foreachBatch call that receives it has its rows. With
@@ -78,7 +79,9 @@ def run_latency(
 
     The clock starts once the query has finished two batches: the first one starts Spark's Python
     workers and loads the connector in them (seconds on this machine, once per query), which is a
-    start-up cost, reported apart, not the latency of a running query."""
+    start-up cost, reported apart, not the latency of a running query. With `quiet_s` the stream then
+    stays empty that long before records come (a quiet start: no batch runs meanwhile, and what a
+    read keeps between batches, fan-out subscriptions included, may have gone)."""
     environment()
     from contextlib import nullcontext
 
@@ -128,6 +131,7 @@ def run_latency(
             query.stop()
             raise RuntimeError("the query did not finish its first two batches within 120 s")
         first_batch_s = query.recentProgress[0]["durationMs"]["triggerExecution"] / 1000.0
+        time.sleep(quiet_s)
         warm = len(query.recentProgress)
         delays.clear()
         thread = threading.Thread(target=producer)
@@ -197,18 +201,26 @@ def latency_row(run: LatencyRun, label: str) -> str:
     )
 
 
-def markdown_modes(runs: dict[str, LatencyRun], rate: int, seconds: int, shards: int) -> str:
+def markdown_modes(
+    runs: dict[str, LatencyRun], rate: int, seconds: int, shards: int, quiet_s: int = 0
+) -> str:
     """Polling and enhanced fan-out side by side, on kinesis-local (keys: "mode" or "mode on master")."""
     masters = [m for m in dict.fromkeys(label.partition(" on ")[2] for label in runs) if m]
     efo = next((run for label, run in runs.items() if label.partition(" on ")[0] == "efo"), None)
-    flags = "".join(f" --master '{m}'" for m in masters)
+    flags = "".join(f" --master '{m}'" for m in masters) + (f" --quiet-s {quiet_s}" if quiet_s else "")
+    modes = (
+        "both"
+        if len({label.partition(" on ")[0] for label in runs}) > 1
+        else next(iter(runs)).partition(" on ")[0]
+    )
     return (
         "\n".join(
             [
-                "### Polling and enhanced fan-out",
+                "### Polling and enhanced fan-out"
+                + (f" after a quiet start ({quiet_s} s)" if quiet_s else ""),
                 "",
                 f"Measured {machine()}, with `bash scripts/bench.sh latency --kind kinesis-local --consumer-type "
-                f"both --rate {rate} --seconds {seconds} --shards {shards}{flags}`: the same measurement on "
+                f"{modes} --rate {rate} --seconds {seconds} --shards {shards}{flags}`: the same measurement on "
                 "kinesis-local, once with polling (GetRecords) and once with enhanced fan-out (SubscribeToShard, "
                 "through the test proxy that adds the `initial-response` event kinesis-local leaves out)"
                 + (
