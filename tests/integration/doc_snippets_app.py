@@ -1,0 +1,120 @@
+"""Runs the README's and docs/' Python blocks (tests/support/snippets.py) as a user would, against a
+kinesis-local of its own: paths under a work folder, the README's endpoint made the server's. Every AWS
+endpoint is the loopback (AWS_ENDPOINT_URL: a dead port; Kinesis: the server), so a block that would
+reach further fails instead. Prints one JSON line per block: {"file", "line", "outcome"}.
+
+Usage: python -m tests.integration.doc_snippets_app <workdir>
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+from tests.support.snippets import LEFT_OUT, SETUPS, snippets
+
+
+def localized(code: str, work: str, endpoint: str, n: int) -> str:
+    for old, new in (
+        ('"/durable/dir"', f'"{work}/meta-{n}"'),
+        ('"/out"', f'"{work}/out-{n}"'),
+        ('"/chk', f'"{work}/chk-{n}'),
+        ("http://127.0.0.1:4567", endpoint),
+    ):
+        code = code.replace(old, new)
+    return code
+
+
+def settle(spark) -> str | None:
+    """Each query a block started: its first batches run (60 s at most), then it stops. Its error, if any."""
+    error = None
+    for query in spark.streams.active:
+        for _wait in range(600):
+            if query.exception() is not None or (query.lastProgress and query.lastProgress["batchId"] >= 1):
+                break
+            time.sleep(0.1)
+        if query.exception() is not None:
+            error = str(query.exception())
+        query.stop()
+    return error
+
+
+def main() -> None:
+    work = sys.argv[1]
+    from pyspark_kinesis.cli.local_kinesis import LocalKinesis
+
+    with LocalKinesis("kinesis-local") as server:
+        os.environ |= {
+            "AWS_ACCESS_KEY_ID": "000000000000",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+            "AWS_ENDPOINT_URL_KINESIS": server.endpoint,
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        import boto3
+        from pyspark.sql import SparkSession
+
+        import pyspark_kinesis
+
+        local_client = boto3.client("kinesis")
+        for name, shards in (("orders", 3), ("orders-out", 2), ("payments", 1)):
+            local_client.create_stream(StreamName=name, ShardCount=shards)
+        for name in ("orders", "orders-out", "payments"):
+            local_client.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 0.2})
+        local_client.put_records(
+            StreamName="orders", Records=[{"Data": b"{}", "PartitionKey": f"k{n}"} for n in range(20)]
+        )
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        fmt = pyspark_kinesis.register(spark)
+
+        def started_query():
+            query = (
+                spark.readStream.format(fmt)
+                .options(streamName="orders", startingPosition="TRIM_HORIZON", metadataPath=f"{work}/meta-q")
+                .load()
+                .writeStream.format("noop")
+                .option("checkpointLocation", f"{work}/chk-q")
+                .start()
+            )
+            query.processAllAvailable()
+            return query
+
+        for n, snippet in enumerate(snippets()):
+            if snippet.key in LEFT_OUT:
+                outcome = "left out: " + LEFT_OUT[snippet.key]
+            elif snippet.key not in SETUPS:
+                outcome = "unknown: give it a setup or a reason in tests/support/snippets.py"
+            else:
+                namespace = {
+                    "spark": spark,
+                    "fmt": fmt,
+                    "json": json,
+                    "pyspark_kinesis": pyspark_kinesis,
+                    "local_client": local_client,
+                    "started_query": started_query,
+                }
+                try:
+                    exec(SETUPS[snippet.key], namespace)
+                    exec(localized(snippet.code, work, server.endpoint, n), namespace)
+                    error = settle(spark)
+                    outcome = "ran" if error is None else "failed: " + error
+                except Exception:
+                    settle(spark)
+                    outcome = "failed: " + traceback.format_exc()
+            print(json.dumps({"file": snippet.file, "line": snippet.line, "outcome": outcome}), flush=True)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The Python code blocks of README.md and docs/*.md, and what the suite does with each: run it (after
+the setup it needs, with paths and the endpoint made local) or leave it out for a stated reason.
+
+A block is known by its file and its first line. A block this module does not know fails the suite
+(`test_doc_snippets.py`): a new snippet gets a setup here or a reason it cannot run on this machine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+@dataclass(frozen=True)
+class Snippet:
+    file: str  # relative to the repository
+    line: int  # of the fence
+    code: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The file and the block's first line of more than a bracket."""
+        return self.file, next(line.strip() for line in self.code.splitlines() if len(line.strip()) > 3)
+
+
+def snippets() -> list[Snippet]:
+    out = []
+    for path in DOCS:
+        text = path.read_text()
+        for match in FENCE.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            out.append(Snippet(str(path.relative_to(ROOT)), line, match.group(1)))
+    return out
+
+
+# What a block needs defined first (`spark`, `fmt`, `json` and `pyspark_kinesis` always are); the
+# streams "orders" (3 shards), "orders-out" and "payments" exist on the local server.
+STREAMING_DF = (
+    "df = spark.readStream.format('rate').option('rowsPerSecond', 5).load()"
+    ".selectExpr('CAST(value AS STRING) AS customer', 'value AS amount', 'CAST(value AS STRING) AS data',"
+    " 'CAST(value AS STRING) AS partitionKey')\n"
+)
+STATIC_DF = (
+    "df = spark.createDataFrame([('a', 'k1', 'orders'), ('b', 'k2', 'orders')], "
+    "'data string, partitionKey string, target string')\n"
+)
+SOURCE_DF = (
+    "source_df = spark.readStream.format('rate').option('rowsPerSecond', 5).load()"
+    ".selectExpr('CAST(value AS STRING) AS payload', 'CAST(value AS STRING) AS partitionKey')\n"
+)
+SETUPS: dict[tuple[str, str], str] = {
+    ("README.md", "import pyspark_kinesis"): "",
+    ("README.md", "start = {"): "",
+    ("README.md", "backfill = ("): "",
+    ("README.md", 'df.selectExpr("to_json(struct(*)) AS data", "customer AS partitionKey")'): STREAMING_DF,
+    ("docs/assignment.md", "from pyspark_kinesis import assign"): "kinesis = local_client\n",
+    ("docs/operations.md", "from pyspark_kinesis import metrics"): "query = started_query()\n",
+    ("docs/sink.md", 'df.selectExpr("to_json(struct(*)) AS data", "customer AS partitionKey")'): STREAMING_DF,
+    ("docs/sink.md", 'batch_df.selectExpr("data", "partitionKey")'): STATIC_DF.replace("df =", "batch_df ="),
+    ("docs/sink.md", "from pyspark.sql import functions as F"): SOURCE_DF,
+}
+# Blocks that cannot run here, and why (and what does test that path).
+LEFT_OUT: dict[tuple[str, str], str] = {
+    (
+        "README.md",
+        "streams = [",
+    ): "another account's role and region (test_multi_stream runs it against local STS)",
+    (
+        "README.md",
+        'until = {"orders": {"shardId-000000000001": "AT_SEQUENCE_NUMBER:4960...",   # n not included',
+    ): ("elided sequence numbers ('4960...')"),
+    ("README.md", "orders = ("): "the Glue Schema Registry (test_glue_values reads it from a local registry)",
+    ("docs/deploy.md", '.option("metadataPath", "s3://my-bucket/kinesis-metadata/orders-query")'): (
+        "two option lines, on S3 (test_metadata_on_s3 runs metadataPath on a local S3)"
+    ),
+    ("docs/operations.md", "from pyspark_kinesis.metrics import LagListener"): (
+        "CloudWatch and a node_exporter folder (the listener's unit tests run it)"
+    ),
+    (
+        "docs/sink.md",
+        'df.selectExpr("struct(id, amount, currency) AS value", "cast(id AS string) AS partitionKey")',
+    ): ("the Glue Schema Registry and a schema file (test_glue_registration runs it)"),
+    ("docs/sink.md", "streams = ["): "other accounts' streams (test_sink writes several streams locally)",
+}
