@@ -188,15 +188,35 @@ def test_lag_and_progress_report_a_known_backlog(spark, kinesis_local, local_s3,
     assert sorted(s["records"] for s in lag["shards"]) == [40, 40] and all(
         s["complete"] for s in lag["shards"]
     )
-    text = cli("lag", "--checkpoint", chk, "--metadata-path", meta, *endpoint).stdout
+    # Without --endpoint-url: the endpoint the query recorded under metadataPath (any other endpoint is
+    # the loopback's dead port here, so a lag that did not learn it fails instead of reaching AWS).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        text = cli("lag", "--checkpoint", chk, "--metadata-path", meta).stdout
     assert "total records behind: 80" in text
+    assert f"endpoint {kinesis_local.endpoint} (as the query recorded under metadataPath)" in text
+    for line in text.splitlines():  # (never "0 ms behind" beside records behind)
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) > 5 and cells[4].replace(",", "").isdigit() and int(cells[4].replace(",", "")):
+            assert cells[5] != "0", line
 
     inspected = as_json("inspect", "--checkpoint", chk, "--metadata-path", meta)
     assert inspected["batch"] == 1 and inspected["committed"] is True
     records = [r for r in inspected["records"].values() if r]
     assert sum(end["n"] for r in records for shards in r["streams"].values() for end in shards.values()) == 60
     table = cli("inspect", "--checkpoint", chk, "--metadata-path", meta, "--batch", "0").stdout
-    assert "batch 0 (committed)" in table and table.count("TRIM_HORIZON") == 2
+    assert "Spark batch 0, committed" in table and table.count("TRIM_HORIZON") == 2
+    assert "no record yet" not in table, table
+    # A committed batch whose task records were collected (what later commits do to older batches):
+    # said so, not "no record yet" (which is a running or failed task's).
+    import shutil
+    from pathlib import Path
+
+    from pyspark_kinesis.source.state.layout import batch_folder
+
+    shutil.rmtree(Path(meta) / batch_folder(inspected["offset"]["token"], 0))
+    table = cli("inspect", "--checkpoint", chk, "--metadata-path", meta, "--batch", "0").stdout
+    assert "no record yet" not in table and table.count("record removed *") == 2, table
 
 
 def test_local_start_prints_what_a_first_run_needs_and_serves_until_stopped(tmp_path):

@@ -20,7 +20,8 @@ from . import streams as stream_commands
 from .output import console
 
 app = typer.Typer(
-    add_completion=False, help="pyspark-kinesis: a Kinesis source for Spark Structured Streaming."
+    add_completion=False,
+    help="pyspark-kinesis: a Kinesis Data Streams source and sink for Spark (streaming and batch).",
 )
 local_app = typer.Typer(add_completion=False, help="Local Kinesis-compatible servers for development.")
 app.add_typer(local_app, name="local")

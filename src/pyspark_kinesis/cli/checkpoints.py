@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from .output import console
-from .streams import ENDPOINT, JSON, client, emit_json, fail
+from .streams import JSON, client, emit_json, fail
 
 CHECKPOINT = typer.Option(..., "--checkpoint", help="The query's checkpointLocation.")
 METADATA = typer.Option(..., "--metadata-path", help="The query's metadataPath.")
@@ -42,8 +42,14 @@ def lag(
     checkpoint: str = CHECKPOINT,
     metadata_path: str = METADATA,
     storage_options: str = STORAGE,
-    endpoint_url: str = ENDPOINT,
-    region: str = typer.Option(None, "--region", help="Region (default: each stream's, from its ARN)."),
+    endpoint_url: str = typer.Option(
+        None,
+        "--endpoint-url",
+        help="Kinesis endpoint (default: the one the query recorded under metadataPath, else AWS's).",
+    ),
+    region: str = typer.Option(
+        None, "--region", help="Region (default: the one the query recorded, else the stream ARN's)."
+    ),
     max_records: int = typer.Option(
         1_000_000, min=1, max=100_000_000, help="Stop counting a shard's backlog after this many records."
     ),
@@ -55,12 +61,21 @@ def lag(
     from ..errors import StreamAccessError
 
     try:
-        batch = _open(checkpoint, metadata_path, storage_options).batch(committed_only=True)
+        state = _open(checkpoint, metadata_path, storage_options)
+        batch = state.batch(committed_only=True)
+        recorded = state.where(batch.offset.token)
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
+    told: set[str] = set()
     rows = []
     for (arn, sid), position in sorted(batch.positions_after().items()):
         name, arn_region = _stream_of(arn)
+        place = recorded.get(arn, {})
+        shard_region = region or place.get("region") or arn_region
+        shard_endpoint = endpoint_url or place.get("endpointUrl")
+        if arn not in told and not as_json:
+            told.add(arn)
+            console.print(_where_said(name, shard_region, shard_endpoint, region, endpoint_url, place))
         row: dict[str, Any] = {"stream": arn, "shard": sid, "position": position.describe()}
         if position.is_end:
             row.update(records=0, millisBehindLatest=0, complete=True, finished=True)
@@ -69,7 +84,7 @@ def lag(
         else:
             try:
                 found = backlog(
-                    client(region or arn_region, endpoint_url), name, sid, position, max_records, timeout
+                    client(shard_region, shard_endpoint), name, sid, position, max_records, timeout
                 )
             except StreamAccessError as exc:
                 raise fail(str(exc)) from None
@@ -86,12 +101,39 @@ def lag(
     table = Table(title=f"lag after committed batch {batch.batch}")
     for column in ("stream", "shard", "committed position", "records behind", "ms behind latest"):
         table.add_column(column, no_wrap=column == "shard")
+    unsure = False
     for row in rows:
         count = "done" if row["finished"] else f"{row['records']:,}{'' if row['complete'] else '+'}"
         behind = "?" if row["millisBehindLatest"] < 0 else f"{row['millisBehindLatest']:,}"
+        if row["records"] and row["millisBehindLatest"] == 0:
+            # (a server that answers 0 while records follow: local servers do; the count is what holds)
+            behind, unsure = "? (server said 0)", True
         table.add_row(_stream_of(row["stream"])[0], row["shard"], row["position"], count, behind)
     console.print(table)
     console.print(f"total records behind: {sum(r['records'] for r in rows):,} ('+': counting stopped early)")
+    if unsure:
+        console.print(
+            "'? (server said 0)': the server answered MillisBehindLatest 0 although records follow the "
+            "position; the records behind are counted by reading them"
+        )
+
+
+def _where_said(
+    name: str,
+    region: str | None,
+    endpoint: str | None,
+    region_given: str | None,
+    endpoint_given: str | None,
+    place: dict[str, str | None],
+) -> str:
+    """Where `lag` reaches a stream, and where it learned that."""
+    if endpoint_given or region_given:
+        source = "as given"
+    elif place:
+        source = "as the query recorded under metadataPath"
+    else:
+        source = "from the stream's ARN (the query recorded no endpoint: an earlier build started it; give --endpoint-url if it is not AWS)"
+    return f"stream {name}: region {region or 'default'}, endpoint {endpoint or 'AWS'} ({source})"
 
 
 def inspect(
@@ -118,19 +160,30 @@ def inspect(
             }
         )
         return
+    numbering = (
+        ""
+        if offset.batch == found.batch
+        else f" = the Kinesis source's batch {offset.batch} (it counts only batches that read Kinesis: "
+        "the numbers differ when the query's other sources ran batches without it)"
+    )
     console.print(
-        f"batch {found.batch} ({'committed' if found.committed else 'not committed'}), source batch "
-        f"{offset.batch}, query token {offset.token}, {len(found.records)} task(s)"
+        f"Spark batch {found.batch}{numbering}, {'committed' if found.committed else 'not committed'}; "
+        f"query token {offset.token}, {len(found.records)} task(s)"
     )
     table = Table()
     for column in ("stream", "shard", "task", "start", "end", "records", "bytes", "ms behind"):
         table.add_column(column, no_wrap=column == "shard")
     ends = {ref: end for r in found.records.values() if r for ref, end in r.shards.items()}
+    pruned = False
     for stream, shards in sorted(offset.streams.items()):
         for sid, state in sorted(shards.items()):
             end = ends.get((stream, sid))
             task = "-" if state.task < 0 else str(state.task)
-            if end is None and state.task >= 0 and state.task in found.read:
+            if end is None and state.task >= 0 and found.committed:
+                # (records of committed batches are removed once a later batch commits: only the newest
+                # batches' are kept, for a replay)
+                cells, pruned = ("record removed *", "", "", ""), True
+            elif end is None and state.task >= 0 and state.task in found.read:
                 cells = ("record deleted (the driver read it: it was removed since)", "", "", "")
             elif end is None:
                 cells = ("not read" if state.task < 0 else "no record yet", "", "", "")
@@ -140,6 +193,11 @@ def inspect(
                 cells = (end.reached.describe(), str(end.records), str(end.bytes), str(end.millis_behind))
             table.add_row(_stream_of(stream)[0], sid, task, state.position.describe(), *cells)
     console.print(table)
+    if pruned:
+        console.print(
+            "* a committed batch's records are removed once a later batch commits (only the newest are "
+            "kept, for replays): where it ended is where the next batch starts (inspect that batch)"
+        )
     for (stream, sid), end in sorted(ends.items()):
         for what in end.losses:
             console.print(f"data loss, {_stream_of(stream)[0]} {sid} (failOnDataLoss=false): {what}")

@@ -120,3 +120,8 @@ class Checkpoint:
         records = {task: self.log.read(offset.token, offset.batch, task) for task in sorted(offset.tasks())}
         read = self.log.tasks_read(offset.token, offset.batch)
         return CheckpointBatch(batch, batch in self.committed(), offset, raw, records, read)
+
+    def where(self, token: str) -> dict[str, dict[str, str | None]]:
+        """Each stream's region and endpoint as the query recorded them under metadataPath ({}: a query
+        started by a version that did not record them)."""
+        return self.log.recorded_where(token)

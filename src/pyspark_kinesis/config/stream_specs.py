@@ -95,6 +95,15 @@ class StreamSpec:
             where += f" (through role {self.aws.role_arn})"
         return where
 
+    def place(self) -> dict[str, str | None]:
+        """Where the stream is served, as it may be written down (metadataPath's `source.json`, for the
+        CLI's `lag`): region and endpoint, without a `user:password@` an endpoint might carry."""
+        url = self.aws.endpoint_url
+        if url and "@" in url:
+            scheme, _, rest = url.partition("://")
+            url = f"{scheme}://{rest.rpartition('@')[2]}"
+        return {"region": self.aws.region, "endpointUrl": url}
+
     def with_identity(self, identity: StreamIdentity) -> StreamSpec:
         return replace(
             self, arn=identity.arn, created_ms=identity.created_ms, retention_ms=identity.retention_ms

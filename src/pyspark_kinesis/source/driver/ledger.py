@@ -10,8 +10,9 @@ batch planned here, the last batch's ends read).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+from ...config.stream_specs import StreamSpec
 from ...errors import CheckpointMismatchError
 from ...model import Position, ShardRef
 from ..state.batch_log import BatchEndLog, Listed, PlannedBatch, offset_digest
@@ -46,13 +47,13 @@ class Ledger:
         self._quiet_note: tuple[int, str, int] | None = None  # (batch, key, newest renewal) noted last
 
     # -- the query's identity ----------------------------------------------------------------------
-    def begin(self, token: str, streams: list[str]) -> bool:
+    def begin(self, token: str, streams: list[str], specs: Iterable[StreamSpec] = ()) -> bool:
         """A new query starts with `token` (its first batch is being planned): claim metadataPath,
         record the query, remove what abandoned queries left. False when this run did so already."""
         if token in self._checked_tokens:
             return False
         self._claim(token)
-        self.log.start_query(token, streams)
+        self.log.start_query(token, streams, {spec.arn: spec.place() for spec in specs if spec.arn})
         for gone in self.log.collect_abandoned(token):
             log.info(
                 "metadataPath: removed the records of query %s, whose driver ended before Spark logged its "

@@ -98,7 +98,7 @@ class Planner:
         token = start.token
         if self._initial is None or token != self._initial.token:
             return
-        if not self.ledger.begin(token, sorted(start.streams)):
+        if not self.ledger.begin(token, sorted(start.streams), self.config.streams):
             return
         for spec in self.config.streams:
             named = f" ({len(spec.shard_starts)} shards named)" if spec.shard_starts else ""

@@ -156,9 +156,22 @@ class BatchEndLog(LiveRecords):
         return BatchEndLog(open_store(location, storage_options), location)
 
     # -- the query's identity ------------------------------------------------------------------
-    def start_query(self, token: str, streams: list[str]) -> None:
-        """Record a new query's identity; its offsets carry `token`."""
-        self.store.put_if_absent(source_key(token), orjson.dumps({"token": token, "streams": streams}))
+    def start_query(
+        self, token: str, streams: list[str], where: Mapping[str, Mapping[str, str | None]] | None = None
+    ) -> None:
+        """Record a new query's identity; its offsets carry `token`. `where`: each stream's region and
+        endpoint (never credentials), so that the CLI's `lag` reaches the streams the query reads
+        without being told again."""
+        record: dict[str, Any] = {"token": token, "streams": streams}
+        if where:
+            record["where"] = {arn: dict(place) for arn, place in where.items()}
+        self.store.put_if_absent(source_key(token), orjson.dumps(record))
+
+    def recorded_where(self, token: str) -> dict[str, dict[str, str | None]]:
+        """Each stream's region and endpoint as the query recorded them at its start ({} before this
+        was recorded)."""
+        raw = self.store.get(source_key(token))
+        return dict(orjson.loads(raw).get("where") or {}) if raw else {}
 
     def check_query(self, token: str, batch: int = -1, streams: list[str] | None = None) -> None:
         """Fail clearly unless the records of the query with this token are here. A `source.json`

@@ -45,6 +45,30 @@ def test_the_identity_record_holds_the_token_and_the_streams(log):
     assert log.location.endswith("meta")
 
 
+def test_the_identity_record_says_where_each_stream_is_served_for_the_cli(log):
+    """`pyspark-kinesis lag` reaches the query's streams where the query did, without being told: the
+    region and endpoint are recorded (an endpoint's user:password part is not)."""
+    from pyspark_kinesis.source.options import parse_options
+
+    config = parse_options(
+        {
+            "streamName": STREAM,
+            "region": "eu-west-1",
+            "endpointUrl": "http://user:secret@127.0.0.1:4567",
+            "metadataPath": "/m",
+        },
+        streaming=True,
+    )
+    (spec,) = config.streams
+    assert spec.place() == {"region": "eu-west-1", "endpointUrl": "http://127.0.0.1:4567"}
+    log.start_query("tok", [STREAM], {STREAM: spec.place()})
+    assert log.recorded_where("tok") == {
+        STREAM: {"region": "eu-west-1", "endpointUrl": "http://127.0.0.1:4567"}
+    }
+    assert b"secret" not in log.store.get(source_key("tok"))
+    assert log.recorded_where("other") == {}
+
+
 def test_no_records_for_this_checkpoint_says_what_to_do(log):
     with pytest.raises(CheckpointMismatchError) as caught:
         log.check_query("tok")
