@@ -10,8 +10,10 @@ import argparse
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
 
 import pyspark_kinesis
+from pyspark_kinesis import metrics
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -38,9 +40,40 @@ def session(name: str) -> SparkSession:
     return spark
 
 
+def summary(progress: Any) -> str:
+    """One batch in a line: its rows, and how far behind the newest record its streams are."""
+    figures = metrics.lag(progress)
+    behind = [f["maxMsBehindLatest"] for f in figures.values() if f.get("maxMsBehindLatest") is not None]
+    lag = f", {max(behind):,} ms behind the newest record" if behind else ""
+    return f"batch {progress.batchId}: {progress.numInputRows:,} rows{lag}"
+
+
+class BatchSummaries(StreamingQueryListener):
+    """Prints `summary` for every batch of the session's queries (a batch that read nothing too)."""
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        print(summary(event.progress), flush=True)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+
+_SUMMARIZED: set[int] = set()  # sessions the listener was added to
+
+
 def start(writer: Any, args: argparse.Namespace, interval: str) -> Any:
     """Start the query: with `--available-now`, once through what the stream holds, then stop;
-    otherwise a micro-batch every `interval` until stopped."""
+    otherwise a micro-batch every `interval` until stopped. Each batch prints a line (`summary`)."""
+    spark = SparkSession.getActiveSession()
+    if spark is not None and id(spark) not in _SUMMARIZED:
+        _SUMMARIZED.add(id(spark))
+        spark.streams.addListener(BatchSummaries())
     if getattr(args, "available_now", False):
         return writer.trigger(availableNow=True).start()
     return writer.trigger(processingTime=interval).start()

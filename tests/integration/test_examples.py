@@ -4,11 +4,13 @@ its docstring says (the same `run` function the script calls, with arguments par
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from examples import backfill, etl_to_parquet, kinesis_to_kinesis, several_streams
 
 from tests.helpers import client, new_stream
+from tests.integration.streaming_util import wait_for
 from tests.integration.test_sink import read_back
 
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
@@ -38,7 +40,7 @@ def common(endpoint: str, tmp_path) -> list[str]:
     ]  # fmt: skip
 
 
-def test_etl_to_parquet(spark, kinesis_local, tmp_path):
+def test_etl_to_parquet(spark, kinesis_local, tmp_path, capfd):
     kin = client(kinesis_local.endpoint)
     stream = new_stream(kin, 2)
     orders(kin, stream, 0, 120)
@@ -55,6 +57,14 @@ def test_etl_to_parquet(spark, kinesis_local, tmp_path):
     assert table.count() == 120 and table.select("order_id").distinct().count() == 120
     assert {"order_id", "customer", "amount", "day", "shardId", "sequenceNumber"} <= set(table.columns)
     assert table.where("order_id = 'o7'").first()["amount"] == 7.5
+    # A line per batch, as a user watching the example sees it (the listener runs after each batch).
+    seen: list[str] = []
+
+    def summarized() -> bool:
+        seen.append(capfd.readouterr().out)
+        return re.search(r"^batch \d+: [\d,]+ rows", "".join(seen), re.M) is not None
+
+    wait_for(summarized, 30, "a batch summary")
 
 
 def test_several_streams(spark, kinesis_local, tmp_path):
