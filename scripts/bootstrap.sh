@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the demo and the tests need, from the project's own files: a virtualenv with the
 # package and its development tools at the exact versions of a constraints file, and the pinned local
-# Kinesis servers (npm) in .local-kinesis. Idempotent: a second run only checks. Java 17 and Node.js/npm
-# come with the machine.
+# Kinesis servers (npm) in .local-kinesis. Idempotent: a second run only checks. A Java 17 JDK (java,
+# javac) and Node.js/npm come with the machine.
 #   VENV (default .venv)                         where the virtualenv lives
 #   PYSPARK_KINESIS_CONSTRAINTS (default constraints/dev.txt)   which exact versions to install
 set -euo pipefail
@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-.venv}"
 CONSTRAINTS="${PYSPARK_KINESIS_CONSTRAINTS:-constraints/dev.txt}"
-for tool in "$PYTHON" java node npm; do
+# (javac: the test of the name clash with a JVM source called "kinesis" builds one; a JDK has it)
+for tool in "$PYTHON" java javac node npm; do
   command -v "$tool" >/dev/null || { echo "bootstrap: '$tool' is required but not found" >&2; exit 1; }
 done
 if [ ! -x "$VENV/bin/python" ]; then

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 import uuid
 from collections import defaultdict
@@ -10,6 +11,16 @@ from collections.abc import Iterable
 from itertools import pairwise
 
 import boto3
+
+
+def missing_tool(reason: str) -> None:
+    """A test that cannot run for want of a tool on this machine: skipped on a developer's machine,
+    failed in CI (`CI=true`), where a skip would hide a missing install step."""
+    import pytest
+
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: install it, see scripts/bootstrap.sh)")
+    pytest.skip(reason)
 
 
 def client(endpoint: str, region: str = "us-east-1"):

@@ -10,9 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
-from tests.helpers import client, new_stream, put
+from tests.helpers import client, missing_tool, new_stream, put
 from tests.support.cluster import spark_home
 
 # The session in its own process that registers the format and reads and writes under its name
@@ -35,10 +33,10 @@ public class KinesisNamedSource implements DataSourceRegister {
 
 def build_kinesis_named_jar(work: Path) -> str:
     """The jar of a JVM data source whose short name is "kinesis" (built with javac against PySpark's
-    own jars), or a skip where no JDK compiler is installed."""
+    own jars), or a skip where no JDK compiler is installed (a failure in CI)."""
     javac = shutil.which("javac")
     if javac is None:
-        pytest.skip("no JDK compiler (javac) on this machine to build the JVM source named 'kinesis'")
+        missing_tool("no JDK compiler (javac) on this machine to build the JVM source named 'kinesis'")
     source = work / "src" / "test" / "fake" / "KinesisNamedSource.java"
     source.parent.mkdir(parents=True)
     source.write_text(SOURCE)

@@ -23,6 +23,7 @@ from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent import process, relay
 from pyspark_kinesis.source.agent.hub import SubscriptionHub, SubscriptionRequest
 from pyspark_kinesis.source.agent.process import MAX_HANDSHAKES, MAX_HANDSHAKES_PER_PEER
+from tests.helpers import missing_tool
 from tests.unit.scripted import SPEC
 
 KEY = (SPEC.consumer_arn, "shardId-000000000004")
@@ -288,7 +289,7 @@ def test_an_ipv6_relay_listens_on_ipv6(monkeypatch, no_host_env) -> None:
         with socket.socket(socket.AF_INET6) as probe:
             probe.bind(("::1", 0))
     except OSError as exc:
-        pytest.skip(f"no IPv6 loopback here: {exc}")
+        missing_tool(f"no IPv6 loopback here: {exc}")
     server = process._RelayServer("::1", SubscriptionHub(lambda spec: None))
     try:
         assert server.address_family == socket.AF_INET6
