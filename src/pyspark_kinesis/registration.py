@@ -8,6 +8,7 @@ name `register` returns runs under either name.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from .errors import KinesisConnectorError
@@ -20,9 +21,26 @@ class NameTakenError(KinesisConnectorError):
     """The format name is another data source's in this Spark session."""
 
 
+# Session -> {(source, name asked for): name registered}. A second call with the same session and
+# arguments registers nothing: Spark warns "replaced a previously registered data source" for each
+# call, and a project whose files each call register() (a Declarative Pipelines project's definitions
+# files run in one process, with one session) filled its log with it.
+_REGISTERED: weakref.WeakKeyDictionary[Any, dict[tuple[type, str | None], str]] = weakref.WeakKeyDictionary()
+
+
 def register_as(spark: Any, source: type, name: str | None, default: str, fallback: str) -> str:
     """Register `source` as `name`, or (no name given) as `default` where that name is free, else as
-    `fallback`; returns the name registered."""
+    `fallback`; returns the name registered (once per session: see `_REGISTERED`)."""
+    try:
+        done = _REGISTERED.setdefault(spark, {})
+    except TypeError:  # (a session object that takes no weak reference: registered every time)
+        done = {}
+    if (source, name) not in done:
+        done[(source, name)] = _register_as(spark, source, name, default, fallback)
+    return done[(source, name)]
+
+
+def _register_as(spark: Any, source: type, name: str | None, default: str, fallback: str) -> str:
     if name is not None:
         _register(spark, source, name)
         return name

@@ -8,7 +8,7 @@ DynamoDB's typed form ({"S": "..."}, {"N": "12"}). Kinesis may hold a change twi
 orders a key's changes by their creation time, so a repeated change leaves the table as it was.
 
 `create_auto_cdc_flow` needs a target that supports row-level operations (MERGE): Delta Lake on
-Databricks or with delta-spark, Iceberg, ... Set `kinesis.cdcTableFormat` (for instance "delta") to
+Databricks or with delta-spark, Iceberg, ... Set `spark.kinesis.cdcTableFormat` (for instance "delta") to
 build the `customers` table; with it empty only the change log is built (open-source Spark's own
 formats, parquet among them, refuse MERGE: AUTOCDC_TARGET_DOES_NOT_SUPPORT_MERGE).
 """
@@ -30,7 +30,7 @@ CHANGE = (
 
 
 def conf(key: str) -> str:
-    return spark.conf.get(f"kinesis.{key}", "") or ""
+    return spark.conf.get(f"spark.kinesis.{key}", "") or ""
 
 
 @dp.table(comment="The change records, one row per change, in the order each key's changes came.")

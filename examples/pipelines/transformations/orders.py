@@ -3,7 +3,7 @@ flow that writes the large orders to another Kinesis stream through a pipeline s
 
 `spark-pipelines run` runs every flow once through what the streams hold and stops; the next run
 continues where this one committed (each streaming table's checkpoint lives under the pipeline's
-`storage`, the source's batch-end records under `kinesis.metadataPath`).
+`storage`, the source's batch-end records under `spark.kinesis.metadataPath`).
 """
 
 from pyspark import pipelines as dp
@@ -12,6 +12,42 @@ from pyspark.sql import functions as F
 
 import pyspark_kinesis
 
+
+def _tolerate_observed_metrics() -> None:
+    """Works around a PySpark bug (4.1 to 4.3): after a run that completed, `spark-pipelines run` failed
+    with `[UNKNOWN_RESPONSE] Unknown response: Plan observed(__python_accumulator__...)` and exit code 1.
+    A Python data source's workers send accumulator updates back, the Connect server forwards them as
+    observed metrics, and the client's `execute_command_as_iterator` (which runs the pipeline) takes
+    that response for an unknown one, though the client has already applied it. This keeps the
+    client's method but lets those responses through; it changes nothing else, and nothing where a
+    PySpark without the methods it relies on runs."""
+    try:
+        from pyspark.errors import PySparkValueError
+        from pyspark.sql.connect.client.core import PlanObservedMetrics, SparkConnectClient
+    except ImportError:  # (not over Spark Connect: nothing to mend)
+        return
+    original = SparkConnectClient.execute_command_as_iterator
+    if getattr(original, "tolerates_observed_metrics", False) or not hasattr(
+        SparkConnectClient, "_execute_and_fetch_as_iterator"
+    ):
+        return
+
+    def execute_command_as_iterator(self, command, observations=None):
+        request = self._execute_plan_request_with_metadata()
+        self._set_command_in_plan(request.plan, command)
+        for response in self._execute_and_fetch_as_iterator(request, observations or {}):
+            if isinstance(response, dict):
+                yield response
+            elif not isinstance(response, PlanObservedMetrics):  # (PySpark's own error for the rest)
+                raise PySparkValueError(
+                    errorClass="UNKNOWN_RESPONSE", messageParameters={"response": str(response)}
+                )
+
+    execute_command_as_iterator.tolerates_observed_metrics = True
+    SparkConnectClient.execute_command_as_iterator = execute_command_as_iterator
+
+
+_tolerate_observed_metrics()
 spark = SparkSession.active()
 # Over Spark Connect (which spark-pipelines uses) this registers the source in the server's session.
 # It returns the name to use: "kinesis", or "pyspark_kinesis" where a platform's own source already
@@ -21,7 +57,7 @@ FORMAT = pyspark_kinesis.register(spark)
 
 
 def conf(key: str) -> str:
-    return spark.conf.get(f"kinesis.{key}", "") or ""
+    return spark.conf.get(f"spark.kinesis.{key}", "") or ""
 
 
 def connection(stream: str) -> dict[str, str]:
