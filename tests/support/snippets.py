@@ -55,8 +55,8 @@ SOURCE_DF = (
 )
 SETUPS: dict[tuple[str, str], str] = {
     ("README.md", "import pyspark_kinesis"): "",
-    ("README.md", "start = {"): "",
-    ("README.md", "backfill = ("): "",
+    ("docs/reading.md", "start = {"): "",
+    ("docs/reading.md", "backfill = ("): "",
     ("README.md", 'df.selectExpr("to_json(struct(*)) AS data", "customer AS partitionKey")'): STREAMING_DF,
     ("docs/assignment.md", "from pyspark_kinesis import assign"): "kinesis = local_client\n",
     ("docs/operations.md", "from pyspark_kinesis import metrics"): "query = started_query()\n",
@@ -67,14 +67,17 @@ SETUPS: dict[tuple[str, str], str] = {
 # Blocks that cannot run here, and why (and what does test that path).
 LEFT_OUT: dict[tuple[str, str], str] = {
     (
-        "README.md",
+        "docs/reading.md",
         "streams = [",
     ): "another account's role and region (test_multi_stream runs it against local STS)",
     (
-        "README.md",
+        "docs/reading.md",
         'until = {"orders": {"shardId-000000000001": "AT_SEQUENCE_NUMBER:4960...",   # n not included',
     ): ("elided sequence numbers ('4960...')"),
-    ("README.md", "orders = ("): "the Glue Schema Registry (test_glue_values reads it from a local registry)",
+    (
+        "docs/reading.md",
+        "orders = (",
+    ): "the Glue Schema Registry (test_glue_values reads it from a local registry)",
     ("docs/deploy.md", '.option("metadataPath", "s3://my-bucket/kinesis-metadata/orders-query")'): (
         "two option lines, on S3 (test_metadata_on_s3 runs metadataPath on a local S3)"
     ),
