@@ -99,6 +99,9 @@ class Shard:
         return self.low <= hash_value <= self.high
 
 
+NEVER_MS = 10**15  # (a record kept this long is kept for every run)
+
+
 @dataclass
 class Stream:
     name: str
@@ -112,13 +115,20 @@ class Stream:
     next_index: int = 0
     consumers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    @property
+    def keeps_ms(self) -> int:
+        """How long the server keeps a record: the retention it reports, except that moto keeps every
+        record for ever (it stores the retention and never trims; found by the long run, where a moto
+        stream that trimmed met a closed shard moto never ends, a pairing no real server has)."""
+        return NEVER_MS if self.flavor is Flavor.MOTO else self.retention_ms
+
     def trim_index(self, shard: Shard, now: int) -> int:
         """Index of the shard's oldest record left: those that arrived a retention ago or before are gone."""
-        return bisect.bisect_right(shard.arrivals, now - self.retention_ms)
+        return bisect.bisect_right(shard.arrivals, now - self.keeps_ms)
 
     def expired(self, shard: Shard, now: int) -> bool:
         """A closed shard whose every record aged out is no longer listed (and cannot be read)."""
-        return shard.closed_ms is not None and now - shard.closed_ms >= self.retention_ms
+        return shard.closed_ms is not None and now - shard.closed_ms >= self.keeps_ms
 
     def new_seq(self, gap: int = 1) -> int:
         self.counter += gap

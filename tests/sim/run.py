@@ -225,7 +225,7 @@ class World:
         style, count = args["style"], args["count"]
         seed = self.schedule.setup.seed
         keys = [f"k{int(chance(seed, 'key', self.next_uid, n) * args['keys'])}" for n in range(count)]
-        retention = stream.retention_ms
+        retention = stream.keeps_ms  # (when each record ages out, as the server keeps it)
         if style == "plain":
             for key in keys:
                 uid = self._uid()

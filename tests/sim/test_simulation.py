@@ -16,9 +16,6 @@ CI_SEEDS = range(0, 48)
 CI_DAYS = 7.0
 CHUNK = 8  # seeds per test (a failure names its seeds; the figures of a run are in the message)
 REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.json"))
-# Schedules the long run found a defect with that is not fixed yet: each must still fail the way it was
-# found (a strict xfail), so its fix moves it to `regressions/`.
-KNOWN = sorted((Path(__file__).parent / "known").glob("*.json"))
 
 
 @pytest.mark.parametrize("first", range(CI_SEEDS.start, CI_SEEDS.stop, CHUNK))
@@ -36,12 +33,5 @@ def test_the_seeds_of_the_default_suite_hold_every_oracle(first: int) -> None:
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
 def test_a_schedule_the_simulation_found_a_defect_with_runs_clean(path: Path) -> None:
-    _figures, violation = run_schedule(Schedule.from_json(path.read_text()))
-    assert violation is None, f"{path.name}: {violation}"
-
-
-@pytest.mark.parametrize("path", KNOWN, ids=[p.stem for p in KNOWN])
-@pytest.mark.xfail(strict=True, reason="a defect the simulation found and that is not fixed yet")
-def test_a_known_defect_still_fails_as_found(path: Path) -> None:
     _figures, violation = run_schedule(Schedule.from_json(path.read_text()))
     assert violation is None, f"{path.name}: {violation}"
