@@ -2,7 +2,7 @@
 Python prints an uncaught one (`traceback.format_exception`, what the interpreter's default hook
 writes to stderr). Prints one JSON line per case: {"case", "trace"}.
 
-Usage: python bad_input_app.py <endpoint> <stream> <workdir>
+Usage: python -m tests.integration.bad_input_app <endpoint> <stream> <workdir>
 Credentials come from options only (the test runs it with no AWS_* variables and no AWS files), so
 the "no credentials" case is real.
 """
@@ -18,19 +18,9 @@ import traceback
 def main() -> None:
     endpoint, stream, work = sys.argv[1:4]
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from benchmarks.local_setup import spark_session  # (a session on loopback, the source registered)
 
-    import pyspark_kinesis
-
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    pyspark_kinesis.register(spark)
+    spark = spark_session("local[1]")
     keys = {"awsAccessKeyId": "000000000000", "awsSecretKey": "local"}
     good = {"streamName": stream, "region": "us-east-1", "endpointUrl": endpoint} | keys
 

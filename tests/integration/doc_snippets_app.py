@@ -56,7 +56,7 @@ def main() -> None:
             "PYSPARK_PYTHON": sys.executable,
         }
         import boto3
-        from pyspark.sql import SparkSession
+        from benchmarks.local_setup import spark_session
 
         import pyspark_kinesis
 
@@ -68,15 +68,8 @@ def main() -> None:
         local_client.put_records(
             StreamName="orders", Records=[{"Data": b"{}", "PartitionKey": f"k{n}"} for n in range(20)]
         )
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        fmt = pyspark_kinesis.register(spark)
+        spark = spark_session("local[2]")
+        fmt = pyspark_kinesis.register(spark)  # (registered once per session: this returns its name)
 
         def started_query():
             query = (

@@ -280,7 +280,15 @@ def test_a_newcomers_bad_input_ends_a_short_trace_with_the_connectors_message(
     }
     app = Path(__file__).with_name("bad_input_app.py")
     done = subprocess.run(
-        [sys.executable, str(app), kinesis_local.endpoint, stream, str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "tests.integration.bad_input_app",
+            kinesis_local.endpoint,
+            stream,
+            str(tmp_path),
+        ],
+        cwd=app.parents[2],
         env=env,
         capture_output=True,
         text=True,
