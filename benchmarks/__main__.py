@@ -258,6 +258,34 @@ def bench_latency(
         report.write_section(write, name, text)
 
 
+@app.command("flood")
+def bench_flood(
+    rate: int = typer.Option(50, min=1, max=1000, help="Records put per second."),
+    seconds: int = typer.Option(
+        60, min=10, max=600, help="Length of the put window (the flood: its second half)."
+    ),
+    shards: int = typer.Option(4, min=1, max=64, help="Shards of the stream."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+    json_out: str = typer.Option(
+        None, "--json", help="Also write the delays and the attacker's counts here."
+    ),
+) -> None:
+    """An efo query's latency on two executors before and during a flood of relay connections."""
+    import tempfile
+    from pathlib import Path
+
+    from . import relay_flood, report
+
+    with tempfile.TemporaryDirectory(prefix="bench-flood-") as work:
+        flood = relay_flood.run_flood(rate, seconds, shards, Path(work))
+    text = relay_flood.markdown_flood(flood, rate, seconds, shards)
+    console.print(text)
+    if json_out:
+        relay_flood.write_json(flood, Path(json_out))
+    if write:
+        report.write_section(write, "bench-flood", text)
+
+
 @app.command("api")
 def bench_api(
     shards: int = typer.Option(16, min=1, max=256, help="Shards of the idle stream."),

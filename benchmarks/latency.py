@@ -6,6 +6,8 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
@@ -26,6 +28,8 @@ class LatencyRun:
     push_interval_s: float | None = None  # efo: the server's median gap between a subscription's events
     # Spark's progress of every batch in the measured window (`StreamingQueryProgress` as a dict)
     progress: list[dict[str, Any]] = field(default_factory=list)
+    puts: list[float] = field(default_factory=list)  # each delay's record's put time (epoch seconds)
+    attacked_from: float | None = None  # with an attack: when it began (epoch seconds)
 
 
 # The phases of a micro-batch as Spark times them (`durationMs`), in the order they run.
@@ -70,6 +74,7 @@ def run_latency(
     consumer_type: str = "polling",
     master: str = "local[2]",
     quiet_s: int = 0,
+    attack: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> LatencyRun:
     """Records put at `rate`/s for `seconds` while a default-trigger query runs; each record's delay
     from just before its put to when the foreachBatch call that receives it has its rows. With
@@ -81,10 +86,9 @@ def run_latency(
     workers and loads the connector in them (seconds on this machine, once per query), which is a
     start-up cost, reported apart, not the latency of a running query. With `quiet_s` the stream then
     stays empty that long before records come (a quiet start: no batch runs meanwhile, and what a
-    read keeps between batches, fan-out subscriptions included, may have gone)."""
+    read keeps between batches, fan-out subscriptions included, may have gone). With `attack`, the
+    context it makes is entered half way through the window and left at its end (`attacked_from`)."""
     environment()
-    from contextlib import nullcontext
-
     from tests.support.fault_proxy import FaultProxy
 
     from pyspark_kinesis.cli.local_kinesis import LocalKinesis
@@ -93,6 +97,8 @@ def run_latency(
     if efo and kind != "kinesis-local":
         raise ValueError("enhanced fan-out needs kinesis-local (kinesalite has no SubscribeToShard)")
     delays: list[float] = []
+    puts: list[float] = []
+    attacked_from: list[float] = []
     with LocalKinesis(kind) as server, FaultProxy(server.endpoint) if efo else nullcontext() as proxy:
         client = kinesis_client(server.endpoint)
         stream = fill_stream(client, shards, 0, 10)
@@ -101,7 +107,9 @@ def run_latency(
         def collect(df: Any, _batch: int) -> None:
             rows = df.select("data").collect()  # the batch is read here: its rows exist from now on
             now = time.time()
-            delays.extend(now - float(bytes(row["data"]).decode()) for row in rows)
+            at = [float(bytes(row["data"]).decode()) for row in rows]
+            puts.extend(at)
+            delays.extend(now - put_at for put_at in at)
 
         endpoint = proxy.endpoint if proxy is not None else server.endpoint
         df = source_df(spark, endpoint, stream, work, **({"consumerType": "efo"} if efo else {}))
@@ -134,19 +142,31 @@ def run_latency(
         time.sleep(quiet_s)
         warm = len(query.recentProgress)
         delays.clear()
+        puts.clear()
         thread = threading.Thread(target=producer)
         thread.start()
-        thread.join(seconds + 60)
-        for _wait in range(300):  # bounded: 30 s for the last records to arrive
-            if len(delays) >= put[0]:
-                break
-            time.sleep(0.1)
+        time.sleep(seconds / 2 if attack is not None else 0)
+        with attack() if attack is not None else nullcontext():
+            attacked_from.append(time.time())
+            thread.join(seconds + 60)
+            for _wait in range(300):  # bounded: 30 s for the last records to arrive
+                if len(delays) >= put[0]:
+                    break
+                time.sleep(0.1)
         stop.set()
         progress = list(query.recentProgress)[warm:]
         query.stop()
         spark.stop()
         pushes = push_interval(client, proxy.endpoint, stream) if proxy is not None else None
-    return LatencyRun(delays, first_batch_s, put[0], pushes, progress)
+    return LatencyRun(
+        delays,
+        first_batch_s,
+        put[0],
+        pushes,
+        progress,
+        puts,
+        attacked_from[0] if attack is not None else None,
+    )
 
 
 def push_interval(client: Any, endpoint: str, stream: str, seconds: float = 6.0) -> float:
