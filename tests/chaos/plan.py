@@ -8,6 +8,9 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 KEYS = 12
+# User records the producer writes where a reader must drop them (a KPL aggregate with a stale shard
+# map): counted apart from the faults aimed at the connector, since there are thousands of them.
+MISPLACED = "KPL misplaced record"
 LABELS = {  # scheduled fault kind -> the column it is counted in once delivered
     "kill-driver-before-tasks": "driver SIGKILL before tasks",
     "kill-driver-mid-batch": "driver SIGKILL mid-batch",
@@ -58,6 +61,29 @@ class Plan:
     # Every nth chunk the producer puts is a KPL aggregate put with a stale shard map (a random explicit
     # hash key), its misplaced user records re-sent to their own shards (processes.Producer); 0: none.
     misplace_every: int = 0
+
+    def planned(self) -> set[str]:
+        """Every fault kind this run is meant to deliver, as the table counts it: the scheduled events
+        (`LABELS`), each proxy fault with a rate, the subscription cut, task failures, speculation,
+        partial batches and misplaced KPL records. A kind planned and never delivered fails the run
+        (`Result.undelivered`): a table that shows no column for it would otherwise read as tested."""
+        kinds = {LABELS[kind] for _at, kind in self.events}
+        kinds |= {f"proxy {kind}" for kind, rate in self.read_faults.items() if rate > 0}
+        kinds |= {f"proxy {kind}" for kind, rate in self.call_faults.items() if rate > 0}
+        kinds |= {f"proxy subscribe {kind}" for kind, rate in self.subscribe_faults.items() if rate > 0}
+        if self.delay[0] > 0:
+            kinds.add("proxy delay")
+        if self.subscription_cut is not None:
+            kinds.add(f"proxy subscription {'ended' if self.subscription_cut[0] == 'end' else 'reset'}")
+        if self.task_fault:
+            kinds.add("task failure")
+        if self.speculation:
+            kinds.add("speculative attempt")
+        if self.partial:
+            kinds.add("partial batch")
+        if self.misplace_every:
+            kinds.add(MISPLACED)
+        return kinds
 
     @staticmethod
     def draw(index: int, seed: int, seconds: float, short: bool = False) -> Plan:
@@ -163,7 +189,7 @@ class Result:
     hits: list[str] = field(default_factory=list)  # what each delivered scheduled fault hit
     missed: list[str] = field(default_factory=list)  # scheduled faults that found no state to hit
     # The service's quotas and rules the connector broke, by rule (the proxy's strict mode: throttles
-    # and refusals Kinesis would have answered; reported, not part of the verdict)
+    # and refusals Kinesis would have answered). Any fails the run: the connector must keep them.
     violations: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     error: str = ""
@@ -181,8 +207,29 @@ class Result:
             or self.unreported
             or (self.plan.shape == "two-source" and not self.other_rows)
             or self.missed
+            or self.undelivered
+            or self.violations
             or self.error
         )
+
+    @property
+    def undelivered(self) -> list[str]:
+        """Fault kinds the plan meant to deliver that never were (scheduled events are in `missed`)."""
+        return sorted(kind for kind in self.plan.planned() if not self.faults.get(kind))
+
+    @property
+    def aimed(self) -> int:
+        """Faults aimed at the system (everything but the producer's misplaced user records)."""
+        return sum(n for kind, n in self.faults.items() if kind != MISPLACED)
+
+    def verdict(self) -> str:
+        if self.ok:
+            return "ok"
+        why = [self.error] if self.error else []
+        why += [f"missed {m}" for m in self.missed]
+        why += [f"never delivered: {k}" for k in self.undelivered]
+        why += [f"{rule}: {n}" for rule, n in sorted(self.violations.items())]
+        return "FAILED " + ("; ".join(why) or "records lost, duplicated or out of order").replace("|", "/")
 
 
 def _subscription_cut(rng: random.Random) -> tuple[str, int]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.harness import ChaosRun
-from tests.chaos.plan import LABELS, Plan
+from tests.chaos.plan import LABELS, MISPLACED, Plan, Result
 
 DELIVERED_BY = {
     "kill-driver-before-tasks": ("_kill_driver", "before-tasks"),
@@ -82,3 +82,51 @@ def test_misplaced_aggregates_are_re_sent_and_the_ground_truth_holds_each_record
     assert producer.chunks >= 8 and producer.misplaced > 0
     assert sorted(held) == sorted(producer.acknowledged)
     assert len(dropped) == producer.misplaced and set(dropped) <= set(held)
+
+
+def _delivered(plan: Plan, missing: str | None = None) -> Result:
+    """A result in which every kind `plan` meant to deliver was delivered once, but `missing`."""
+    result = Result(plan)
+    for kind in plan.planned():
+        if kind != missing:
+            result.faults[kind] += 1
+    return result
+
+
+def test_every_planned_fault_kind_must_be_delivered_or_the_run_fails():
+    plans = [Plan.draw(index=i, seed=seed, seconds=600) for seed in range(1, 4) for i in range(8)]
+    efo = next(p for p in plans if p.consumer == "efo")
+    assert {"proxy subscribe in_use", "proxy subscribe internal", MISPLACED} <= efo.planned()
+    assert any(k.startswith("proxy subscription ") for k in efo.planned())
+    assert _delivered(efo).ok
+    for kind in sorted(efo.planned()):
+        result = _delivered(efo, missing=kind)
+        scheduled = kind in {LABELS[k] for _at, k in efo.events}
+        assert not result.ok and kind in result.undelivered, kind
+        assert ("never delivered: " + kind) in result.verdict() or scheduled
+
+
+def test_a_broken_service_rule_fails_the_run():
+    plan = Plan.draw(index=0, seed=1, seconds=600)
+    result = _delivered(plan)
+    result.violations["SubscribeToShard within 5 s"] += 39
+    assert not result.ok
+    assert "SubscribeToShard within 5 s: 39" in result.verdict()
+
+
+def test_misplaced_records_are_counted_apart_from_the_faults_aimed_at_the_system():
+    plan = Plan.draw(index=0, seed=1, seconds=600)
+    result = _delivered(plan)
+    result.faults[MISPLACED] += 2000
+    assert result.aimed == len(plan.planned() - {MISPLACED})
+
+
+def test_the_proxy_gives_a_planned_kind_no_draw_reached_to_a_later_call():
+    from tests.support.fault_proxy import FaultProxy
+
+    proxy = FaultProxy("http://127.0.0.1:9", seed=3)  # (never started: only its draws are used)
+    rates = {"in_use": 0.0001, "internal": 0.0001, "limit": 0.0}
+    assert [proxy.pick_fault(rates, "subscribe") for _ in range(20)] == [None] * 20  # as drawn
+    proxy.ensure_after = 5
+    picks = [proxy.pick_fault(rates, "subscribe") for _ in range(20)]
+    assert sorted(p for p in picks if p) == ["in_use", "internal"]  # once each; "limit" is not planned

@@ -99,7 +99,9 @@ def test_subscriptions_keep_the_service_rules_and_survive_refusals(spark, kinesi
         df = _efo(spark, proxy, stream, str(tmp_path / "meta"), maxRecordsPerShard=40)
         run_available_now(spark, df, str(tmp_path / "cp"), collector, timeout_s=300)
     assert_exactly_once(collector.rows, expected)
-    assert proxy.injected.get("in_use") and proxy.injected.get("limit"), "no refusal was injected"
+    assert proxy.injected.get("subscribe in_use") and proxy.injected.get("subscribe limit"), (
+        "no refusal was injected"
+    )
     # Every SubscribeToShard came from the executor's one fan-out agent, whichever Python worker ran
     # the read, so the service's rules are kept per consumer and shard across the whole executor.
     assert len({pid for _t, pid, *_ in proxy.subscriptions} - {0}) == 1, proxy.subscriptions

@@ -139,6 +139,10 @@ class FaultProxy:
         # ends each subscription after 5 minutes, or ("reset", n) in the middle of the next event, as
         # a broken connection does (the client sees a TCP reset).
         self.subscription_cut: tuple[str, int] | None = None
+        # (see `pick_fault`; None: faults only as drawn)
+        self.ensure_after: int | None = None
+        self._family_calls: dict[str, int] = {}
+        self._family_picked: dict[str, set[str]] = {}
         self.rules = ServiceRules(time_scale=time_scale) if strict else None
         self._shard_of: dict[str, str] = {}  # shard iterator -> shard id
         self.gone: set[str] = set()  # shard ids whose iterators and reads answer ResourceNotFound (expired)
@@ -170,9 +174,9 @@ class FaultProxy:
                     proxy.subscribe(self, body)
                     return
                 if operation == "GetRecords":
-                    fault = proxy.pick_fault(proxy.read_faults)
+                    fault = proxy.pick_fault(proxy.read_faults, "read")
                 elif operation in FaultProxy.CALL_FAULT_OPERATIONS:
-                    fault = proxy.pick_fault(proxy.call_faults)
+                    fault = proxy.pick_fault(proxy.call_faults, "call")
                 else:
                     fault = None
                 proxy.maybe_delay()
@@ -254,16 +258,27 @@ class FaultProxy:
             time.sleep(hold)
             self.note("delay")
 
-    def pick_fault(self, faults: dict[str, float]) -> str | None:
-        """The fault this call gets, if any (drawn here, counted by `note` once delivered)."""
+    def pick_fault(self, faults: dict[str, float], family: str = "") -> str | None:
+        """The fault this call gets, if any (drawn here, counted by `note` once delivered). With
+        `ensure_after` set, a kind of `family` (calls that draw from the same rates) not drawn in its
+        first `ensure_after` calls is given to the next call that draws none: a chaos run that plans a
+        kind delivers it, however few calls a rare kind's rate meets (the draws stay as they were)."""
         if not faults:
             return None  # no draw: a proxy's fault sequence depends only on the calls that can fault
         with self.lock:
             draw = self.rng.random()
+            calls = self._family_calls[family] = self._family_calls.get(family, 0) + 1
+            picked = self._family_picked.setdefault(family, set())
             for kind, rate in faults.items():
                 if draw < rate:
+                    picked.add(kind)
                     return kind
                 draw -= rate
+            if self.ensure_after is not None and calls > self.ensure_after:
+                for kind, rate in faults.items():
+                    if rate > 0 and kind not in picked:
+                        picked.add(kind)
+                        return kind
         return None
 
     def note_down(self) -> None:
@@ -294,7 +309,7 @@ class FaultProxy:
 
         body = self.aged.moved("SubscribeToShard", body)
         request = json.loads(body)
-        fault = self.pick_fault(self.subscribe_faults)
+        fault = self.pick_fault(self.subscribe_faults, "subscribe")
         pid = _PID.search(handler.headers.get("User-Agent", ""))
         with self.lock:
             entry = len(self.subscriptions)
@@ -309,7 +324,7 @@ class FaultProxy:
             )
         if fault is not None:
             send_fault(handler, fault)
-            self.note(fault)
+            self.note(f"subscribe {fault}")  # (apart from the same refusals of other calls)
             return
 
         def first(message: tuple[str, str]) -> None:
