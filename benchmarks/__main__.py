@@ -252,7 +252,7 @@ def bench_latency(
         name = "bench-latency"
     else:
         text = latency.markdown_modes(runs, rate, seconds, shards, quiet_s)
-        name = "bench-latency-modes"
+        name = "bench-latency-modes" + ("-quiet" if quiet_s else "")
     console.print(text)
     if write:
         report.write_section(write, name, text)
@@ -367,6 +367,7 @@ def bench_cpu(
     from pathlib import Path
 
     from . import cpu, report
+    from .process_cpu import UNEXPLAINED_LIMIT
 
     if server not in ("memory", "kinesalite"):
         raise typer.BadParameter("--server must be memory or kinesalite")
@@ -394,6 +395,13 @@ def bench_cpu(
         report.write_section(
             write, cpu.section_name(server, extra, mb), cpu.markdown_cpu(rows, cold_s, command, extra)
         )
+    flagged = sum(row.unexplained()[1] for row in rows)
+    if flagged:  # a lost process, or another load on the machine: the figures above do not hold
+        console.print(
+            f"FLAGGED: {flagged} measurements had more than {UNEXPLAINED_LIMIT:.0%} of the machine's busy time "
+            "unexplained, or a process left the tree uncounted (stderr names it): measure again on a quiet machine"
+        )
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,32 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import subprocess
 from datetime import date
 from pathlib import Path
 
 
+def commit() -> str:
+    """The commit measured (with "+ uncommitted changes" when the work tree differs from it): figures
+    measured at different commits sit side by side on one page, and say so."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "an unknown commit"
+    return head.stdout.strip() + (" + uncommitted changes" if dirty.stdout.strip() else "")
+
+
 def machine() -> str:
     return (
-        f"{date.today().isoformat()}, {os.cpu_count()}-core {platform.machine()}, Python "
+        f"{date.today().isoformat()} at commit {commit()}, {os.cpu_count()}-core {platform.machine()}, Python "
         f"{platform.python_version()}"
     )
 

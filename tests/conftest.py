@@ -35,7 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The slow tests (a minute or more each) are their own run, so the default one stays short. CI
-    runs the default suite and, in its version jobs, a few slow tests by name (docs/testing.md#ci)."""
+    runs the default suite, a `slow` job of the slow tests that fit its budget, and in its version jobs
+    a few slow tests by name (docs/testing.md#ci)."""
     suite = config.getoption("--suite")
     if suite == "all":
         return

@@ -215,3 +215,22 @@ def test_a_worker_of_a_parent_that_ignores_sigchld_keeps_its_time(tmp_path):
     usage = meter.usage
     assert usage.credited == 1, usage
     assert 0.25 <= usage.total <= 0.6, usage.total  # its 0.3 s inside the window, once
+
+
+def test_the_meters_own_cpu_is_counted_apart_and_not_left_unexplained():
+    """The sampler reads /proc 20 times a second from the driving process, outside the measured tree:
+    that CPU is in the machine's busy time, and was reported as unexplained, flagging most figures."""
+    from benchmarks.process_cpu import Usage
+
+    usage = Usage(busy=10.0, servers=3.0, meter=0.9)
+    usage.seconds["JVM"] = 6.0
+    assert abs(usage.unexplained - 0.1) < 1e-9
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with ProcessMeter(idle.pid) as meter:
+            time.sleep(1.0)
+        assert 0.0 < meter.usage.meter < 1.0, meter.usage
+        assert meter.usage.total < 0.05  # (the sleeping tree spent nothing; the meter's time is apart)
+    finally:
+        idle.kill()
+        idle.wait(timeout=10)
