@@ -1,5 +1,5 @@
 """Exact starting positions: the startingPosition map's parsing (config.start_positions), the lineage rule
-for shards it does not name (lineage.named_states), and the checks against a listing (discovery.named_starts)."""
+for shards it does not name (lineage.named_states), and the checks against a listing (named_positions.named_starts)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from pyspark_kinesis.errors import DataLossError, OptionError
 from pyspark_kinesis.model import LATEST, Position, ShardInfo
 from pyspark_kinesis.source.driver import lineage
-from pyspark_kinesis.source.driver.discovery import named_starts
+from pyspark_kinesis.source.driver.named_positions import named_starts
 from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.state.offset_codec import decode_position, encode_position
 

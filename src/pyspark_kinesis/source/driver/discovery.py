@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 
 from ...aws.kinesis import KinesisProxy
 from ...config.stream_specs import StreamSpec
-from ...errors import DataLossError, OptionError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
-from ...model import LATEST, MIN_RETENTION_MS, RETENTION_MARGIN_MS, TIMESTAMP, Position, ShardInfo
+from ...errors import DataLossError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
+from ...model import LATEST, TIMESTAMP, Position, ShardInfo
 from ..options import SourceConfig
 from ..state.offsets import BackfillPlan, ShardState, SourceOffset
 from . import lineage
+from .named_positions import check_start_in_retention, named_ends, named_starts
 from .preflight import stream_identities
 
 log = logging.getLogger(__name__)
@@ -69,29 +70,6 @@ def _with_consumer(spec: StreamSpec) -> StreamSpec:
     return spec.with_consumer(found.arn)
 
 
-def check_start_in_retention(spec: StreamSpec, start: Position, fail_on_data_loss: bool, now: int) -> None:
-    """A start at a timestamp older than the stream's retention asks for records that may be gone:
-    an error naming startingPosition at query start (with failOnDataLoss=false a warning)."""
-    if start.kind != TIMESTAMP or start.ts_ms is None:
-        return
-    retention = spec.retention_ms or MIN_RETENTION_MS
-    if now - start.ts_ms < retention - RETENTION_MARGIN_MS:
-        return
-    text = (
-        f"{start.describe()} is longer ago than the retention of {spec.describe()} ({retention // 3_600_000} h): "
-        "the records from then up to the oldest one left may be gone"
-    )
-    if fail_on_data_loss:
-        raise OptionError(
-            "startingPosition",
-            text,
-            "Start at TRIM_HORIZON (the oldest record left), or set failOnDataLoss=false to accept it",
-        )
-    log.warning(
-        "Kinesis option 'startingPosition': %s; failOnDataLoss=false: reading from the oldest one left", text
-    )
-
-
 def backfill_slices(config: SourceConfig) -> list[BackfillPlan]:
     """A batch read's tasks: every listed shard of every stream, from its starting position (LATEST:
     now) to its ending position (LATEST: now; a named shard's sequence number: there); with named
@@ -134,77 +112,6 @@ def backfill_slices(config: SourceConfig) -> list[BackfillPlan]:
                 )
             )
     return slices
-
-
-def named_ends(spec: StreamSpec, listed: list[ShardInfo]) -> dict[str, Position]:
-    """A stream's shards named in endingPosition, checked against the listing: an unknown shard, or a
-    sequence number outside its shard's range, is an error naming the option."""
-    infos = {s.shard_id: s for s in listed}
-    ends = dict(spec.shard_ends)
-    for sid, position in ends.items():
-        info = infos.get(sid)
-        if info is None:
-            raise OptionError(
-                f"endingPosition.{sid}",
-                f"names a shard that {spec.describe()} does not list (a typo, or past retention)",
-                f"Name shards it lists: {_listed(infos)}.",
-            )
-        _check_in_shard("endingPosition", spec, info, position)
-    return ends
-
-
-def _listed(infos: dict[str, ShardInfo]) -> str:
-    """The shard ids an error about a named shard offers instead (the first 20)."""
-    return ", ".join(sorted(infos)[:20]) + (" ..." if len(infos) > 20 else "")
-
-
-def _check_in_shard(option: str, spec: StreamSpec, info: ShardInfo, position: Position) -> None:
-    """A position naming a sequence number must name one of that shard's."""
-    if position.anchor is not None and not info.holds(position.anchor):
-        raise OptionError(
-            f"{option}.{info.shard_id}",
-            f"sequence number {position.anchor} is not in {info.shard_id} of {spec.describe()} (its range "
-            f"starts at {info.first_seq})",
-            "Give a sequence number read from that shard.",
-        )
-
-
-def named_starts(
-    spec: StreamSpec, listed: list[ShardInfo], fail_on_data_loss: bool, now: int
-) -> dict[str, ShardState]:
-    """A stream's first shard states when the options name shards (`config.start_positions`): the
-    lineage rule's resolution (`lineage.named_states`), checked against the listing. An unknown shard,
-    or a sequence number outside its shard's range, is an error naming the option; a named shard past
-    retention (its children listed, it not) is a loss, judged by failOnDataLoss."""
-    named = dict(spec.shard_starts)
-    option = "startingPosition"
-    infos = {s.shard_id: s for s in listed}
-    for sid, position in named.items():
-        info = infos.get(sid)
-        if info is not None:
-            _check_in_shard(option, spec, info, position)
-        check_start_in_retention(spec, position, fail_on_data_loss, now)
-    check_start_in_retention(spec, spec.starting_position, fail_on_data_loss, now)
-    states, gone, unknown = lineage.named_states(listed, spec.starting_position, named)
-    if unknown:
-        raise OptionError(
-            f"{option}.{unknown[0]}",
-            f"names {'shards' if len(unknown) > 1 else 'a shard'} {', '.join(unknown)} that {spec.describe()} "
-            "does not have (nor any child of it: a typo, or past retention with its children)",
-            f"Name shards it lists: {_listed(infos)}.",
-        )
-    if gone:
-        text = (
-            f"Kinesis stream {spec.describe()}: the named shards {', '.join(gone)} are past retention (their "
-            "children are listed, they are not): the records from their named positions on are gone"
-        )
-        if fail_on_data_loss:
-            raise DataLossError(
-                f"{text}. Set failOnDataLoss=false to accept the loss and read their children from their "
-                "oldest records, or name the children's positions instead."
-            )
-        log.warning("%s; failOnDataLoss=false: reading their children from their oldest records", text)
-    return states
 
 
 # Listings that may fail in a row (each one after botocore's retries, one per shardDiscoveryIntervalMs)
@@ -317,14 +224,23 @@ class ShardDiscovery:
         """`states` with what a new listing shows (new shards, expired ones), if one is due: the
         interval has passed, `force`, or (AvailableNow) the last listing is older than the cutoff.
         A failing listing (throttled, region down) is logged and retried at the next interval; the
-        other streams go on."""
+        other streams go on. Three steps: whether a listing is due, the listing (with its failure
+        streak), and what it changes."""
         stream = self._stream(key)
+        if not (force or self._due(stream, cutoff_ms)):
+            return states
+        listed = self._list(key, stream)
+        return states if listed is None else self._apply(key, states, listed)
+
+    def _due(self, stream: _Stream, cutoff_ms: int | None) -> bool:
         due = self._clock() - stream.last_ms >= self.config.shard_discovery_interval_ms
         # AvailableNow: a listing from before the cutoff could show a shard closed just before it as
         # open, and a read at its tip would then count it done with its children unread.
-        due = due or (cutoff_ms is not None and stream.last_ms < cutoff_ms)
-        if not (force or due):
-            return states
+        return due or (cutoff_ms is not None and stream.last_ms < cutoff_ms)
+
+    def _list(self, key: str, stream: _Stream) -> list[ShardInfo] | None:
+        """The stream's shards now, or None when the listing failed (counted: `DISCOVERY_FAILURES` in
+        a row, one per interval, fail the query)."""
         now = stream.last_ms = self._clock()
         try:
             # Still the stream the query started with? Deleted, or deleted and re-created (same ARN,
@@ -340,25 +256,35 @@ class ShardDiscovery:
         except StreamRecreatedError:
             raise
         except StreamAccessError as exc:
-            if not stream.failed_ms or now - stream.failed_ms >= self.config.shard_discovery_interval_ms:
-                stream.failures += 1  # (once per interval: a closure's forced listings retry within one)
-                stream.failed_ms = now
-            if stream.failures >= DISCOVERY_FAILURES:
-                raise StreamAccessError(
-                    f"Kinesis stream {key}: shard discovery (ListShards, DescribeStreamSummary) failed "
-                    f"{stream.failures} times in a row, each after botocore's retries: {exc}. Without it the "
-                    "children of a split or merge are never read. Check that the credentials may call "
-                    "kinesis:ListShards and kinesis:DescribeStreamSummary on the stream (AccessDenied), or "
-                    "the account's control-plane limits (throttling), and start the query again: it goes on "
-                    "from its checkpoint."
-                ) from None
-            log.warning(
-                "Kinesis stream %s: shard discovery failed (%d of %d in a row before the query fails), retried "
-                "at the next interval: %s", key, stream.failures, DISCOVERY_FAILURES, exc,
-            )  # fmt: skip
-            return states
+            self._failed(key, stream, now, exc)
+            return None
         stream.failures = stream.failed_ms = 0
         stream.infos = {s.shard_id: s for s in listed}
+        return listed
+
+    def _failed(self, key: str, stream: _Stream, now: int, exc: StreamAccessError) -> None:
+        if not stream.failed_ms or now - stream.failed_ms >= self.config.shard_discovery_interval_ms:
+            stream.failures += 1  # (once per interval: a closure's forced listings retry within one)
+            stream.failed_ms = now
+        if stream.failures >= DISCOVERY_FAILURES:
+            raise StreamAccessError(
+                f"Kinesis stream {key}: shard discovery (ListShards, DescribeStreamSummary) failed "
+                f"{stream.failures} times in a row, each after botocore's retries: {exc}. Without it the "
+                "children of a split or merge are never read. Check that the credentials may call "
+                "kinesis:ListShards and kinesis:DescribeStreamSummary on the stream (AccessDenied), or "
+                "the account's control-plane limits (throttling), and start the query again: it goes on "
+                "from its checkpoint."
+            ) from None
+        log.warning(
+            "Kinesis stream %s: shard discovery failed (%d of %d in a row before the query fails), retried "
+            "at the next interval: %s", key, stream.failures, DISCOVERY_FAILURES, exc,
+        )  # fmt: skip
+
+    def _apply(
+        self, key: str, states: dict[str, ShardState], listed: list[ShardInfo]
+    ) -> dict[str, ShardState]:
+        """`states` with the listing's new shards, its aged-out orphans forgotten and its expired
+        shards marked (each loss reported)."""
         merged = lineage.merge_discovered(states, listed)
         added = sorted(set(merged) - set(states))
         if added:

@@ -64,7 +64,6 @@ class Planner:
         self.shape = BatchShape(config)
         self._initial: SourceOffset | None = None
         self._closures_seen: set[ShardRef] = set()  # closures a listing has looked at
-        self._recreated: set[str] = set()  # streams re-created since the start offset (failOnDataLoss=false)
         self.lag = LagTracker()  # what reportLatestOffset() shows in Spark's progress
         self.probe = TipProbe(self.discovery.proxy, config.idle_poll_interval_ms, clock, self._retention_ms)
 
@@ -203,16 +202,19 @@ class Planner:
         self.ledger.committed(end)
 
     # -- reading what the last batch did ---------------------------------------------------------
-    def recorded_ends(self, offset: SourceOffset) -> dict[ShardRef, ShardEnd]:
+    def recorded_ends(
+        self, offset: SourceOffset, recreated: set[str] | None = None
+    ) -> dict[ShardRef, ShardEnd]:
         """Where each shard of batch `offset.batch` stopped, from the tasks' records (see `recorded`).
-        Shards of streams removed from the options (or re-created) were not read when the batch ran
-        after the restart (see `tasks.plan_tasks`): they have no end to find."""
+        Shards of streams removed from the options (or `recreated` since `offset`: by default as the
+        options say now) were not read when the batch ran after the restart (see `tasks.plan_tasks`)."""
         if offset.batch < 0:
             return {}
         known = self.ledger.ends_read(offset)
         if known is not None:
             return known
-        configured = set(self._configured) - self._recreated
+        gone = set(recreated_streams(offset, self.config)) if recreated is None else recreated
+        configured = set(self._configured) - gone
         ends, unrun = self.ledger.read_ends(offset, lambda ref: ref[0] in configured)
         self.shape.observe(ends, unrun)
         report_losses(offset.batch, ends)
@@ -275,14 +277,14 @@ class Planner:
         offset after a crash) gets the offset it was planned with."""
         self._begin(start)
         self.check_offset(start)
-        self._recreated = set(recreated_streams(start, self.config))
-        ends = self.recorded_ends(start)
+        recreated = set(recreated_streams(start, self.config))
+        ends = self.recorded_ends(start, recreated)
         again = self._planned_before(start)
         if again is not None:
             self.lag.update(start.batch, ends, again.streams)  # (what batch `start.batch` read, as below)
             return again
         streams = self._follow_options(self.advance(start, ends))
-        for key in sorted(self._recreated):
+        for key in sorted(recreated):
             log.warning(
                 "Kinesis stream %s was deleted and re-created since the checkpoint: failOnDataLoss=false, so "
                 "the old stream's unread records are given up and the new stream is read from its start",
@@ -316,9 +318,7 @@ class Planner:
             streams=streams,
             cutoff_ms=self.cutoff_ms,
             drain=self.drain,
-            created=self._created(
-                streams, {k: v for k, v in start.created.items() if k not in self._recreated}
-            ),
+            created=self._created(streams, {k: v for k, v in start.created.items() if k not in recreated}),
         )
         listed = {}
         for ref in slots:

@@ -10,7 +10,7 @@ from pyspark_kinesis.aws.get_records import Records
 from pyspark_kinesis.errors import OptionError
 from pyspark_kinesis.model import Position, ShardInfo
 from pyspark_kinesis.source.driver import lineage
-from pyspark_kinesis.source.driver.discovery import named_ends
+from pyspark_kinesis.source.driver.named_positions import named_ends
 from pyspark_kinesis.source.executor.cutting import BatchCut, ShardLimits
 from pyspark_kinesis.source.options import parse_options
 

@@ -1,6 +1,6 @@
-"""discovery's start-up checks pinned to their bounds and exact words (what an operator reads at query
-start): a timestamp start against the stream's retention, named starting shards that are unknown or past
-retention, named ending shards that are unknown."""
+"""The start-up checks of named positions (named_positions.py) pinned to their bounds and exact words
+(what an operator reads at query start): a timestamp start against the stream's retention, named
+starting shards that are unknown or past retention, named ending shards that are unknown."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from pyspark_kinesis.errors import DataLossError, OptionError
 from pyspark_kinesis.model import MIN_RETENTION_MS, RETENTION_MARGIN_MS, Position, ShardInfo
-from pyspark_kinesis.source.driver import discovery
-from pyspark_kinesis.source.driver.discovery import check_start_in_retention, named_ends, named_starts
+from pyspark_kinesis.source.driver import named_positions
+from pyspark_kinesis.source.driver.named_positions import check_start_in_retention, named_ends, named_starts
 from pyspark_kinesis.source.options import parse_options
 
 NOW = 1_800_000_000_000
@@ -70,7 +70,7 @@ def test_retention_is_named_in_whole_hours():
 
 
 def test_with_fail_on_data_loss_off_an_old_start_is_a_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger=discovery.__name__):
+    with caplog.at_level(logging.WARNING, logger=named_positions.__name__):
         check_start_in_retention(spec(), Position.at_timestamp(0), False, NOW)
     assert caplog.messages == [
         f"Kinesis option 'startingPosition': AT_TIMESTAMP 0 ms is longer ago than the retention of {WHERE} "
@@ -127,7 +127,7 @@ def test_named_shards_past_retention_are_a_loss_or_a_warning(caplog):
         f"{text}. Set failOnDataLoss=false to accept the loss and read their children from their oldest "
         "records, or name the children's positions instead."
     )
-    with caplog.at_level(logging.WARNING, logger=discovery.__name__):
+    with caplog.at_level(logging.WARNING, logger=named_positions.__name__):
         states = named_starts(starts(mapping), listed, False, NOW)
     assert caplog.messages == [
         f"{text}; failOnDataLoss=false: reading their children from their oldest records"
@@ -150,7 +150,7 @@ def test_each_named_timestamp_and_the_default_are_checked_against_retention(capl
         named_starts(
             starts({sid(0): "AFTER_SEQUENCE_NUMBER:150", "default": old}), [shard(0), shard(1)], True, NOW
         )
-    with caplog.at_level(logging.WARNING, logger=discovery.__name__):
+    with caplog.at_level(logging.WARNING, logger=named_positions.__name__):
         named_starts(starts({sid(0): old, "default": old}), [shard(0)], False, NOW)
     assert len(caplog.messages) == 2 and all("(48 h)" in m for m in caplog.messages)
 
