@@ -11,7 +11,6 @@ for Python data sources, and the command-line tools need no PySpark.
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -23,6 +22,7 @@ from .errors import (
     SinkWriteError,
     StreamAccessError,
 )
+from .switches import LOG_LEVEL
 
 if TYPE_CHECKING:
     from .datasource import DefaultSource, KinesisDataSource
@@ -65,7 +65,7 @@ def _configure_logging() -> None:
     Spark starts (the driver-side planner, executor workers), where nothing configures logging and only
     warnings would show: with PYSPARK_KINESIS_LOG_LEVEL set (INFO, DEBUG...; executors get it through
     spark.executorEnv.*), those lines go to the process's stderr, which Spark keeps in its logs."""
-    level = os.environ.get("PYSPARK_KINESIS_LOG_LEVEL", "").strip().upper()
+    level = LOG_LEVEL.value().upper()
     logger = logging.getLogger(__name__)
     if not level or logger.handlers:
         return

@@ -24,13 +24,15 @@ import ctypes
 import os
 import threading
 
+from ..switches import MALLOC_TUNING
+
 # mallopt(3) parameters (malloc.h)
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_B = 32 << 20  # glibc's largest accepted value (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit)
 TRIM_THRESHOLD_B = 128 << 20
 
-TUNING = os.environ.get("PYSPARK_KINESIS_MALLOC_TUNING", "1").strip() != "0"
+TUNING = MALLOC_TUNING.on()
 _lock = threading.Lock()
 _done: bool | None = None  # None: not tried yet; then whether glibc took both thresholds
 

@@ -29,6 +29,7 @@ from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshabl
 from botocore.exceptions import NoCredentialsError
 
 from ..config.aws_settings import AwsSettings
+from ..switches import STOCK_BOTOCORE
 from . import gc_freeze
 from .model_loader import create_loader
 from .response_parser import ParserFactory
@@ -89,10 +90,11 @@ def _new_session() -> botocore.session.Session:
     from the first session's `data_path`, so it honours AWS_DATA_PATH as botocore's own does."""
     global _loader
     session = botocore.session.Session()
-    with _loader_lock:
-        if _loader is None:
-            _loader = create_loader(session.get_config_variable("data_path"))
-        session.register_component("data_loader", _loader)
+    if not STOCK_BOTOCORE.on():  # (PYSPARK_KINESIS_STOCK_BOTOCORE=1: botocore's own loader)
+        with _loader_lock:
+            if _loader is None:
+                _loader = create_loader(session.get_config_variable("data_path"))
+            session.register_component("data_loader", _loader)
     session.register_component("response_parser_factory", ParserFactory())
     return session
 
@@ -162,7 +164,8 @@ def kinesis_client(
                 endpoint_url=settings.endpoint_url,
                 config=_config(settings, max_attempts, pool, agent),
             )
-            read_bodies_whole(client)
+            if not STOCK_BOTOCORE.on():  # (botocore reads bodies in its 64 KB pieces)
+                read_bodies_whole(client)
             _clients[key] = client
         return client
 
@@ -180,6 +183,7 @@ def glue_client(settings: AwsSettings, endpoint_url: str | None = None) -> Any:
                 endpoint_url=endpoint_url,
                 config=_config(settings, None, 4, "glue"),
             )
-            read_bodies_whole(client)
+            if not STOCK_BOTOCORE.on():  # (botocore reads bodies in its 64 KB pieces)
+                read_bodies_whole(client)
             _clients[key] = client
         return client

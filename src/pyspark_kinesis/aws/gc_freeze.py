@@ -11,9 +11,10 @@ imports botocore. PYSPARK_KINESIS_GC_FREEZE=0 in a process's environment turns b
 from __future__ import annotations
 
 import gc
-import os
 
-FREEZING = os.environ.get("PYSPARK_KINESIS_GC_FREEZE", "1").strip() != "0"
+from ..switches import GC_FREEZE
+
+FREEZING = GC_FREEZE.on()
 _frozen_before_loading = False
 
 

@@ -18,13 +18,14 @@ from pathlib import Path
 from types import TracebackType
 
 from ..aws.admin import answers
+from ..switches import NPM_DIR
 
 KINDS = ("kinesis-local", "kinesalite")
 _HERE = Path(__file__).resolve().parent
 
 
 def install_dir() -> Path:
-    return Path(os.environ.get("PYSPARK_KINESIS_NPM_DIR", Path.home() / ".cache" / "pyspark-kinesis" / "npm"))
+    return Path(NPM_DIR.value() or Path.home() / ".cache" / "pyspark-kinesis" / "npm")
 
 
 def ensure_installed() -> Path:

@@ -45,6 +45,7 @@ from typing import Any
 from ...aws.error_kinds import encode_error
 from ...aws.kinesis import KinesisProxy
 from ...config.stream_specs import StreamSpec
+from ...switches import AGENT_HOST
 from . import relay
 from .hub import ConsumerShard, HeldSubscription, SubscriptionHub
 from .link import UnixChannel
@@ -287,7 +288,7 @@ def _start_relay(hub: SubscriptionHub) -> _RelayServer | None:
             "PYSPARK_KINESIS_AGENT_HOST to this executor's address to relay)"
         )
         return None
-    named = any(os.environ.get(name, "").strip() for name in ("PYSPARK_KINESIS_AGENT_HOST", "SPARK_LOCAL_IP"))
+    named = bool(AGENT_HOST.value() or os.environ.get("SPARK_LOCAL_IP", "").strip())
     if (
         relay.reachable_only_here(host) and not named
     ):  # (a loopback address set on purpose: a one-host cluster)

@@ -48,6 +48,7 @@ from typing import Any
 
 import orjson
 
+from ...switches import AGENT_HOST
 from .framing import receive_frame, send_frame
 
 _SEQ = struct.Struct(">Q")
@@ -86,8 +87,7 @@ def relay_host() -> str:
     `PYSPARK_KINESIS_AGENT_HOST` overrides both (e.g. a pod's IP from the Kubernetes downward API).
     "" when there is none other executors could be told: a wildcard (`SPARK_LOCAL_IP=0.0.0.0` binds
     every interface but names none) turns the relay off, each executor then subscribing for itself."""
-    for name in ("PYSPARK_KINESIS_AGENT_HOST", "SPARK_LOCAL_IP"):
-        value = os.environ.get(name, "").strip()
+    for value in (AGENT_HOST.value(), os.environ.get("SPARK_LOCAL_IP", "").strip()):
         if value in WILDCARDS:
             return ""
         if value:
