@@ -12,7 +12,7 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 
-from .aws.gc_freeze import freeze_before_loading
+from .aws.process_tuning import prepare_planner_process
 from .errors import surfaced
 from .source.options import SourceConfig, parse_options, refuse_fan_out_for_batch_reads
 from .source.readers import KinesisBatchReader, stream_reader
@@ -59,8 +59,8 @@ class KinesisDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         # In the query's planner process, which Spark starts afresh for every query: its first step
-        # of the connector's, before botocore loads (see gc_freeze).
-        freeze_before_loading()
+        # of the connector's, before botocore loads (see process_tuning).
+        prepare_planner_process()
         return stream_reader(lambda: _with_values(parse_options(self.options, streaming=True), schema))
 
     @surfaced

@@ -28,8 +28,6 @@ from urllib3.exceptions import ProtocolError
 from urllib3.exceptions import ReadTimeoutError as URLLib3ReadTimeoutError
 from urllib3.exceptions import SSLError as URLLib3SSLError
 
-from .body_heap import keep_body_memory
-
 
 class _ReadResponse(AWSResponse):
     """botocore's response with its body already read."""
@@ -81,12 +79,11 @@ class WholeBodySession:
 
 def read_bodies_whole(client: Any) -> bool:
     """Wrap `client`'s HTTP session in `WholeBodySession`; False (the client unchanged) when botocore's
-    endpoint is not shaped as this expects. The process's bodies then come from memory it reuses
-    (`body_heap`)."""
+    endpoint is not shaped as this expects. (A process that reads many bodies fixes glibc's thresholds so
+    they reuse memory: `process_tuning`, `body_heap`.)"""
     endpoint: Any = getattr(client, "_endpoint", None)  # botocore's own attribute: no public way to it
     session = getattr(endpoint, "http_session", None)
     if not isinstance(session, URLLib3Session):
         return False
     endpoint.http_session = WholeBodySession(session)
-    keep_body_memory()
     return True

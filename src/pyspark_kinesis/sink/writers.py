@@ -19,8 +19,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from pyspark.sql.types import StringType, StructType
 
 from .. import spark_features
-from ..aws.client import freeze_long_lived
 from ..aws.kinesis import KinesisProxy, partition_key_optional, sink_target
+from ..aws.process_tuning import prepare_worker_process
 from ..config.stream_specs import arn_parts
 from ..errors import OptionError, SinkWriteError, surfaced
 from ..formats import ValueDoesNotFit, codec_of
@@ -109,7 +109,7 @@ def write_partition(config: SinkConfig, batches: Iterator[pa.RecordBatch]) -> Ki
     """Write one task's rows; rows are numbered from 0 in the task's input for error messages. Each
     row becomes an entry (`_RowEntries`) or the reason it cannot be written, which the invalid-row
     policy turns into an error or a count (`_refuse`)."""
-    freeze_long_lived()
+    prepare_worker_process()
     partition = _partition_id()
     producer = Producer(config)
     sink: Producer | Aggregator = producer

@@ -1,8 +1,8 @@
 """Bodies in memory the process reuses (aws/body_heap.py), in a fresh interpreter each: two 13 MB
 blocks (two GetRecords bodies of 10 MB of payload) made, written and freed again and again take no
 page faults once glibc's thresholds are fixed; left to glibc, the freed top of the heap goes back to
-the kernel and every round faults its pages in afresh. Off with PYSPARK_KINESIS_MALLOC_TUNING=0, and
-a client that reads bodies whole sets it."""
+the kernel and every round faults its pages in afresh. Off with PYSPARK_KINESIS_MALLOC_TUNING=0 or
+with stock botocore; an executor's worker sets it at a task's start (process_tuning)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,11 @@ pytestmark = pytest.mark.skipif(
 PROBE = r"""
 import json, resource, sys
 from pyspark_kinesis.aws.body_heap import keep_body_memory
-if sys.argv[1] == "client":
-    from pyspark_kinesis.aws.client import kinesis_client
-    from pyspark_kinesis.config.aws_settings import AwsSettings
-    kinesis_client(AwsSettings(region="us-east-1", endpoint_url="http://127.0.0.1:9", access_key_id="a", secret_key="b"))
+if sys.argv[1] == "worker":
+    from pyspark_kinesis.aws.process_tuning import prepare_worker_process
+    prepare_worker_process()  # (a task's start in an executor's Python worker)
     from pyspark_kinesis.aws import body_heap
-    kept = body_heap._done  # what the client's making did, nothing asked here
+    kept = body_heap._done  # what preparing the worker did, nothing asked here
 elif sys.argv[1] == "set":
     kept = keep_body_memory()
 else:
@@ -70,9 +69,15 @@ def test_with_the_thresholds_fixed_the_bodies_reuse_their_memory() -> None:
     assert out["faults"] < PAGES_PER_ROUND // 10, out
 
 
-def test_a_client_that_reads_bodies_whole_fixes_them() -> None:
-    out = probe("client")
+def test_a_worker_prepared_for_a_task_fixes_them() -> None:
+    out = probe("worker")
     assert out["kept"] is True and out["faults"] < PAGES_PER_ROUND // 10, out
+
+
+def test_a_worker_on_stock_botocore_keeps_glibcs_own() -> None:
+    """Stock botocore reads bodies in 64 KB pieces: no whole bodies to keep memory for."""
+    out = probe("worker", PYSPARK_KINESIS_STOCK_BOTOCORE="1")
+    assert out["kept"] is None, out
 
 
 def test_turned_off_glibc_keeps_its_own() -> None:

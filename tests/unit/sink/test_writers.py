@@ -160,7 +160,7 @@ def test_rows_become_records_with_their_key_hash_key_and_stream(monkeypatch):
     )
     keyless = pa.record_batch({"data": [b"c"]})  # no key column: a random key
     frozen: list[str] = []
-    monkeypatch.setattr(writers, "freeze_long_lived", lambda: frozen.append("frozen"))
+    monkeypatch.setattr(writers, "prepare_worker_process", lambda: frozen.append("frozen"))
     message = writers.write_partition(config, iter([batch, keyless]))
     assert frozen == ["frozen"]  # (a write task freezes what its worker keeps, as a read task does)
     sent = [

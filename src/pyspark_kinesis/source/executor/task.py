@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from ...aws.client import freeze_long_lived
 from ...aws.kinesis import KinesisProxy
+from ...aws.process_tuning import prepare_worker_process
 from ...errors import CheckpointMismatchError
 from ...model import ShardRef
 from ..options import SourceConfig
@@ -101,7 +101,7 @@ def _proxies(config: SourceConfig, plan: TaskPlan) -> dict[str, KinesisProxy]:
 
 def read_task(config: SourceConfig, plan: TaskPlan) -> Iterator[pa.RecordBatch]:
     """Run one task of a batch under the protocol above and yield its rows."""
-    freeze_long_lived()
+    prepare_worker_process()
     if plan.drain:  # drainInOneBatch: the same protocol, each shard read in chunks spilled to disk
         for batch in read_drained(config, plan, _proxies(config, plan)):
             yield _rows(batch, config)
@@ -130,7 +130,7 @@ def _rows(batch: pa.RecordBatch, config: SourceConfig) -> pa.RecordBatch:
 def read_backfill(config: SourceConfig, piece: BackfillPlan) -> Iterator[pa.RecordBatch]:
     """One shard of a batch read, from its start to its cutoff (or its end, or its tip), in chunks each
     bounded by the per-shard limits and maxFetchTimeMs."""
-    freeze_long_lived()
+    prepare_worker_process()
     spec = config.stream(piece.stream)
     assert spec is not None, "a batch read's streams come from its own options"
     proxy = KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)

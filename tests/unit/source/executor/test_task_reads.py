@@ -181,11 +181,12 @@ def test_a_batch_read_that_never_ends_stops_at_the_chunk_bound(tmp_path, monkeyp
 
 
 def test_every_kind_of_task_first_freezes_what_the_worker_keeps(tmp_path, monkeypatch):
-    """A stream task, a drained task and a batch read's shard each start with `freeze_long_lived`
-    (aws/client.py: PySpark's daemon collects garbage after every task, over all the worker holds)."""
+    """A stream task, a drained task and a batch read's shard each start with `prepare_worker_process`
+    (aws/process_tuning.py: PySpark's daemon collects garbage after every task, over all the worker
+    holds)."""
     Reads(monkeypatch)
     frozen: list[str] = []
-    monkeypatch.setattr(task, "freeze_long_lived", lambda: frozen.append("frozen"))
+    monkeypatch.setattr(task, "prepare_worker_process", lambda: frozen.append("frozen"))
     cfg = _config(tmp_path)
     list(task.read_task(cfg, TaskPlan("tok", 9, 2, (_piece(),), None)))
     list(task.read_task(cfg, TaskPlan("tok", 10, 2, (_piece(),), None, drain=True)))
