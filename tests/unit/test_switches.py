@@ -67,3 +67,33 @@ def test_stock_botocore_gives_new_clients_botocores_own_loader_and_body_reads(mo
     tuned = client.kinesis_client(settings, agent="stock")
     assert isinstance(tuned._endpoint.http_session, WholeBodySession)
     assert isinstance(client.session_for(settings).get_component("data_loader"), ConnectorLoader)
+
+
+def test_a_replacement_that_does_not_fit_this_botocore_falls_back_with_one_log_line(monkeypatch, caplog):
+    """The self-check: ConnectorLoader failing to build (botocore's Loader changed) or a client whose
+    endpoint is not the expected session (whole-body reads cannot wrap it) leaves botocore's own in
+    place, logged once per process and replacement, and the client still works."""
+    import logging
+
+    settings = AwsSettings(
+        region="us-east-1", endpoint_url="http://127.0.0.1:9", access_key_id="fallback", secret_key="b"
+    )
+    monkeypatch.delenv(switches.STOCK_BOTOCORE.key, raising=False)
+    for name, value in (("_sessions", {}), ("_clients", {}), ("_loader", None), ("_fallen_back", set())):
+        monkeypatch.setattr(client, name, value)
+
+    def broken(_path):
+        raise TypeError("Loader.__init__() got an unexpected keyword argument 'file_loader'")
+
+    monkeypatch.setattr(client, "create_loader", broken)
+    monkeypatch.setattr(client, "read_bodies_whole", lambda made: False)
+    with caplog.at_level(logging.WARNING, logger=client.__name__):
+        made = client.kinesis_client(settings, agent="one")
+        client.kinesis_client(settings, agent="two")
+        client.session_for(AwsSettings(region="eu-west-1", access_key_id="fallback", secret_key="b"))
+    assert made.meta.region_name == "us-east-1"
+    assert not isinstance(client.session_for(settings).get_component("data_loader"), ConnectorLoader)
+    assert [m.split(" (")[0] for m in caplog.messages] == [
+        "botocore's own data loader in this process",
+        "botocore's own body reads in this process",
+    ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import logging
 import os
 import threading
 from typing import Any
@@ -40,8 +41,23 @@ _clients: dict[tuple[AwsSettings, int | None, str], Any] = {}
 _frozen_with = -1  # how many clients this process had when `freeze_long_lived` last froze
 _loader_lock = threading.Lock()
 _loader: Any = None  # botocore's data loader, shared by this process's sessions (see `_new_session`)
+_fallen_back: set[str] = set()  # replacements this process runs without (`_stock`)
+log = logging.getLogger(__name__)
 _sessions_lock = threading.Lock()
 _sessions: dict[tuple[AwsSettings, int | None], botocore.session.Session] = {}
+
+
+def _stock(what: str, why: object) -> None:
+    """Self-check: a botocore replacement whose private attributes are not what it expects falls back
+    to botocore's own, with one log line per process and replacement (never an error: the connector
+    works on stock botocore, only slower; PYSPARK_KINESIS_STOCK_BOTOCORE=1 says so for every one)."""
+    if what not in _fallen_back:
+        _fallen_back.add(what)
+        log.warning(
+            "botocore's own %s in this process (the connector's faster one does not fit this botocore: %s)",
+            what,
+            why,
+        )
 
 
 def _config(settings: AwsSettings, max_attempts: int | None, pool: int, agent: str = "") -> Config:
@@ -93,8 +109,13 @@ def _new_session() -> botocore.session.Session:
     if not STOCK_BOTOCORE.on():  # (PYSPARK_KINESIS_STOCK_BOTOCORE=1: botocore's own loader)
         with _loader_lock:
             if _loader is None:
-                _loader = create_loader(session.get_config_variable("data_path"))
-            session.register_component("data_loader", _loader)
+                try:
+                    _loader = create_loader(session.get_config_variable("data_path"))
+                except Exception as exc:  # a botocore whose Loader is not what ConnectorLoader extends
+                    _loader = False
+                    _stock("data loader", exc)
+            if _loader:
+                session.register_component("data_loader", _loader)
     session.register_component("response_parser_factory", ParserFactory())
     return session
 
@@ -164,8 +185,8 @@ def kinesis_client(
                 endpoint_url=settings.endpoint_url,
                 config=_config(settings, max_attempts, pool, agent),
             )
-            if not STOCK_BOTOCORE.on():  # (botocore reads bodies in its 64 KB pieces)
-                read_bodies_whole(client)
+            if not STOCK_BOTOCORE.on() and not read_bodies_whole(client):
+                _stock("body reads", "the client's endpoint is not a botocore URLLib3Session")
             _clients[key] = client
         return client
 
@@ -183,7 +204,7 @@ def glue_client(settings: AwsSettings, endpoint_url: str | None = None) -> Any:
                 endpoint_url=endpoint_url,
                 config=_config(settings, None, 4, "glue"),
             )
-            if not STOCK_BOTOCORE.on():  # (botocore reads bodies in its 64 KB pieces)
-                read_bodies_whole(client)
+            if not STOCK_BOTOCORE.on() and not read_bodies_whole(client):
+                _stock("body reads", "the client's endpoint is not a botocore URLLib3Session")
             _clients[key] = client
         return client
