@@ -221,3 +221,22 @@ def test_options_spark_itself_passes_are_accepted_and_ignored_by_source_and_sink
     assert sink == parse_sink_options({"streamName": "s"})
     source = parse_options({"streamName": "s", "metadataPath": "/m", given: "flow_1"}, streaming=True)
     assert source == parse_options({"streamName": "s", "metadataPath": "/m"}, streaming=True)
+
+
+def test_the_readmes_option_table_names_declared_options_with_their_declared_defaults():
+    """README.md's short table is a chosen few rows in its own words, but its names and defaults are
+    the declarations' (a row of one option shows `default_text`), so it cannot drift from them."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    head = readme.index("| option | default | meaning |")
+    rows = [line for line in readme[head:].split("\n\n")[0].splitlines()[2:] if line.startswith("|")]
+    assert len(rows) >= 10
+    for row in rows:
+        names_cell, default_cell = (cell.strip() for cell in row.split("|")[1:3])
+        names = [name.strip().strip("`") for name in names_cell.split(",")]
+        for name in names:
+            assert name in KNOWN_OPTIONS, f"README names an option that is not declared: {name}"
+        if len(names) == 1:
+            declared = KNOWN_OPTIONS[names[0]].default_text
+            assert default_cell.replace("`", "") == declared.replace("`", ""), (names[0], default_cell, declared)

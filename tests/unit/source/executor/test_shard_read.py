@@ -371,17 +371,22 @@ class ToyPages:
         self.log.append("close")
 
 
-def test_a_third_way_of_reading_is_one_class_and_one_registration():
-    modes.register_mode("toy", ToyPages)
-    try:
-        cols, end = ShardRead("toy", context(max_records=5), Position.trim_horizon()).run()
-        assert seqs(cols) == ["1", "2", "3", "4", "5"] and end.reached == Position.after("5")
-        cols, end = ShardRead("toy", context(), end.reached).run()  # the next batch: verified resume after 5
-        assert seqs(cols) == ["6"] and end.at_tip
-    finally:
-        del modes.MODES["toy"]
+def test_a_third_way_of_reading_is_one_class_and_one_entry(monkeypatch):
+    monkeypatch.setitem(modes.MODES, "toy", ToyPages)
+    cols, end = ShardRead("toy", context(max_records=5), Position.trim_horizon()).run()
+    assert seqs(cols) == ["1", "2", "3", "4", "5"] and end.reached == Position.after("5")
+    cols, end = ShardRead("toy", context(), end.reached).run()  # the next batch: verified resume after 5
+    assert seqs(cols) == ["6"] and end.at_tip
 
 
 def test_an_unknown_way_of_reading_is_named():
     with pytest.raises(ValueError, match="no way of reading is registered as 'carrier-pigeon'"):
         ShardRead("carrier-pigeon", context(proxy=FakeProxy()), Position.trim_horizon())
+
+
+def test_consumer_types_the_option_accepts_are_the_ways_of_reading():
+    """consumerType's choices (declared with the option, read by the planner) and the executor's ways
+    of reading are one list: a way without a choice is unreachable, a choice without a way fails reads."""
+    from pyspark_kinesis.source.options import KNOWN_OPTIONS
+
+    assert set(KNOWN_OPTIONS["consumerType"].choices or ()) == set(modes.MODES)

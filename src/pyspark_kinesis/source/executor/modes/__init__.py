@@ -24,12 +24,10 @@ def _fan_out(context: ReadContext) -> PageSource:
     return FanOutPages(context)
 
 
+# The ways `consumerType` can name (its choices are declared with the option, source/options.py: the
+# planner's process never loads the executor's code). A third way is one PageSource class and an
+# entry here, plus the option's choice (the shard-read tests add a toy one).
 MODES: dict[str, Factory] = {"polling": _polling, "efo": _fan_out}
-
-
-def register_mode(name: str, factory: Factory) -> None:
-    """Add a way of reading under `name` (the value of `consumerType` that selects it)."""
-    MODES[name] = factory
 
 
 def source_for(mode: str, context: ReadContext) -> PageSource:
