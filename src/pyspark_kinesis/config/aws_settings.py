@@ -62,13 +62,13 @@ class AwsSettings:
     secret_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
     role_arn: str | None = None
-    role_session_name: str = "pyspark-kinesis"  # (the declarations below say the same: a test checks)
+    role_session_name: str = _AWS["roleSessionName"].default  # (defaults: the declarations above)
     external_id: str | None = field(default=None, repr=False)
     sts_endpoint_url: str | None = None
-    retry_mode: str = "standard"
-    max_attempts: int = 10
-    connect_timeout_ms: int = 5000
-    read_timeout_ms: int = 30000
+    retry_mode: str = _AWS["retryMode"].default
+    max_attempts: int = _AWS["maxAttempts"].default
+    connect_timeout_ms: int = _AWS["connectTimeoutMs"].default
+    read_timeout_ms: int = _AWS["readTimeoutMs"].default
 
 
 def _url(option: str, value: str | None) -> str | None:

@@ -239,4 +239,8 @@ def test_the_readmes_option_table_names_declared_options_with_their_declared_def
             assert name in KNOWN_OPTIONS, f"README names an option that is not declared: {name}"
         if len(names) == 1:
             declared = KNOWN_OPTIONS[names[0]].default_text
-            assert default_cell.replace("`", "") == declared.replace("`", ""), (names[0], default_cell, declared)
+            assert default_cell.replace("`", "") == declared.replace("`", ""), (
+                names[0],
+                default_cell,
+                declared,
+            )

@@ -1,0 +1,48 @@
+"""Every default is declared once: a config dataclass field that an option fills starts from that
+option's declared default (the docs' tables are generated from the declarations, so a default of the
+dataclass's own would make them say one thing while the code does another)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from pyspark_kinesis.config.aws_settings import AWS_OPTIONS, AwsSettings
+from pyspark_kinesis.config.declared import Option
+from pyspark_kinesis.sink.options import SINK_OPTIONS, SinkConfig
+from pyspark_kinesis.source.options import KNOWN_OPTIONS, SourceConfig
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _declared_for(name: str, options: list[Option]) -> Option | None:
+    for option in options:
+        if (option.field or _snake(option.key)) == name:
+            return option
+    return None
+
+
+@pytest.mark.parametrize(
+    ("config", "options"),
+    [
+        (AwsSettings, list(AWS_OPTIONS)),
+        (SourceConfig, list(KNOWN_OPTIONS.values())),
+        (SinkConfig, list(SINK_OPTIONS.values())),
+    ],
+    ids=["AwsSettings", "SourceConfig", "SinkConfig"],
+)
+def test_a_fields_default_is_its_options_declared_default(config, options):
+    checked = 0
+    for field in dataclasses.fields(config):
+        if field.default is dataclasses.MISSING:
+            continue
+        option = _declared_for(field.name, options)
+        if option is None or option.default is None:
+            continue  # (no option fills it, or the option has no default: None means "not given")
+        assert field.default == option.default, (config.__name__, field.name, field.default, option.default)
+        checked += 1
+    assert checked >= 3, f"{config.__name__}: too few fields matched their options ({checked})"
