@@ -2,7 +2,7 @@
 # Mutation testing of the core (mutmut; the modules are listed under [tool.mutmut] in pyproject.toml)
 # against the unit tests only, then the score per module and the surviving mutants.
 #   bash scripts/mutation.sh                 # run (resumes where a stopped run left off) and report
-#   bash scripts/mutation.sh --write         # ...and write the figures into docs/testing.md
+#   bash scripts/mutation.sh --write         # ...and write the figures into docs/reports/mutation.md
 #   bash scripts/mutation.sh --report-only   # report the last run's results
 #   bash scripts/mutation.sh 'pyspark_kinesis.kpl.*'   # only the mutants these patterns name
 # Not part of the default test run (it takes long: every mutant runs the unit tests that reach it).
@@ -16,7 +16,7 @@ run=1
 names=()
 for arg in "$@"; do
     case "$arg" in
-        --write) write=(--write docs/testing.md) ;;
+        --write) write=(--write docs/reports/mutation.md) ;;
         --report-only) run=0 ;;
         -*) echo "unknown argument: $arg" >&2; exit 2 ;;
         *) names+=("$arg") ;;

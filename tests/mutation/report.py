@@ -1,5 +1,5 @@
 """The mutation score per module from `mutmut results --all true`, the surviving mutants, and (with
-`--write`) the figures in docs/testing.md.
+`--write`) the figures in docs/reports/mutation.md.
 
 Why a report of our own: mutmut prints one status per mutant; the question asked of the unit tests is
 per module ("does anything pin this rule?"), with the mutants that change nothing observable
@@ -13,7 +13,7 @@ a name would then point at another mutation. An entry names the function and the
 change, under any number. A listed mutant that the tests killed counts as killed (the entry is then
 wrong or stale, and the report says so), and an entry that matches no mutant is reported as stale.
 
-    python -m tests.mutation.report mutants/results.txt [--write docs/testing.md]
+    python -m tests.mutation.report mutants/results.txt [--write docs/reports/mutation.md]
 """
 
 from __future__ import annotations
