@@ -176,7 +176,7 @@ class Usage:
     left_seconds: float = 0.0  # their time at the start reading (the measurement is low by about this)
     busy: float = 0.0
     servers: float = 0.0
-    meter: float = 0.0  # the meter's own CPU outside the tree (its sampler and readings): in `busy` too
+    meter: float = 0.0  # the meter's sampler thread's CPU, taken out of the driving process's: in `busy`
 
     @property
     def total(self) -> float:
@@ -360,7 +360,6 @@ class ProcessMeter:
         self._stop.set()
         if self._sampler is not None:
             self._sampler.join(timeout=10)
-        reading_began = time.thread_time()
         seconds, read, zombies = self._reading()
         adopted = {p for p, s in read.items() if s.ppid == self.me and p != self.root}
         usage = Usage(
@@ -384,8 +383,8 @@ class ProcessMeter:
             )
             usage.left_seconds += spent
         usage.servers = self._servers_seconds() - self._base_servers
-        if self.me != self.root:  # (when this process is the tree's root, its time is in the tree's)
-            usage.meter = self._sampler_cpu + time.thread_time() - reading_began
+        if self.me != self.root:  # (the readings' own CPU is in this process's time, counted above)
+            usage.meter = self._sampler_cpu
         usage.busy = machine_busy() - self._base_busy
         self.usage = usage
         if self.subreaper:

@@ -50,6 +50,9 @@ from .spark import Checkpoint, DriverCrash, Executor, QueryFailed, SparkQuery
 from .store import SimCrash, SimStore
 
 METADATA = "sim://metadata"
+# The driver's loggers whose warnings report a loss (failOnDataLoss=false): the listings' and the
+# checks of positions the options name.
+LOSS_LOGGERS = ("pyspark_kinesis.source.driver.discovery", "pyspark_kinesis.source.driver.named_positions")
 ENDPOINT = "http://127.0.0.1:9"  # (never reached: every client is the model's)
 ARN = re.compile(r"arn:aws:kinesis:[\w-]+:\d+:stream/[\w.-]+")
 SHARD = re.compile(r"shard (shardId-\d+)")
@@ -124,19 +127,21 @@ class World:
         patches.setattr(store_module, "open_store", lambda location, options=None: self.store)
         patches.setattr(batch_log_module, "open_store", lambda location, options=None: self.store)
         patches.setattr(gc_freeze, "FREEZING", False)
-        patches.setattr(task_module, "freeze_long_lived", lambda: None)
-        patches.setattr(writers, "freeze_long_lived", lambda: None)
+        patches.setattr(task_module, "prepare_worker_process", lambda: None)  # (no mallopt, no freeze)
+        patches.setattr(writers, "prepare_worker_process", lambda: None)
         patches.setattr(aws_client, "freeze_long_lived", lambda: None)
         aws_kinesis._same_stream_checked.clear()
         handler = _LossLog(self)
-        logging.getLogger("pyspark_kinesis.source.driver.discovery").addHandler(handler)
+        for name in LOSS_LOGGERS:
+            logging.getLogger(name).addHandler(handler)
         self._handler = handler
         quiet = logging.getLogger("pyspark_kinesis")  # (the connector's log: not the simulation's output)
         patches.setattr(quiet, "propagate", False)
         patches.setattr(quiet, "handlers", [logging.NullHandler()])
 
     def uninstall(self) -> None:
-        logging.getLogger("pyspark_kinesis.source.driver.discovery").removeHandler(self._handler)
+        for name in LOSS_LOGGERS:
+            logging.getLogger(name).removeHandler(self._handler)
 
     def options(self) -> dict[str, str]:
         setup, over = self.schedule.setup, self.overrides
