@@ -30,8 +30,8 @@ class Switch:
         return os.environ.get(self.key, self.default).strip()
 
     def on(self) -> bool:
-        """For an on/off switch: anything but "0" is on."""
-        return self.value() != "0"
+        """For an on/off switch: anything but "0" is on; set but empty is its default."""
+        return (self.value() or self.default) != "0"
 
 
 GC_FREEZE = Switch(

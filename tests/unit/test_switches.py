@@ -44,6 +44,10 @@ def test_a_switch_reads_its_environment_or_its_default(monkeypatch):
     assert switches.GC_FREEZE.on()
     monkeypatch.setenv(switches.GC_FREEZE.key, " 0 ")
     assert not switches.GC_FREEZE.on()
+    monkeypatch.setenv(switches.STOCK_BOTOCORE.key, "")  # (set but empty: its default, off)
+    assert not switches.STOCK_BOTOCORE.on()
+    monkeypatch.setenv(switches.GC_FREEZE.key, "")
+    assert switches.GC_FREEZE.on()
     monkeypatch.setenv(switches.LOG_LEVEL.key, "debug ")
     assert switches.LOG_LEVEL.value() == "debug"
 
