@@ -6,9 +6,10 @@ allocation above its mmap threshold with fresh pages from the kernel, and it ret
 heap to the kernel when more than its trim threshold is free there. Both thresholds move on their own
 (the mmap threshold rises to the largest mapped block freed, up to 32 MiB; the trim threshold is twice
 it), so whether the next body reuses the last one's memory or faults in and zeroes new pages depends on
-what else the process allocated, and where. On section 8's run (docs/performance.md) the two layouts
-were a third apart in the executors' reading CPU: one of them took a minor page fault for every 4 KB
-of every body, some 80,000 per 200 MB read, with the kernel's time to match.
+what else the process allocated, and where. On the 1,000 MB CPU run (docs/performance.md,
+`bench-cpu-memory-1000mb`) the two layouts were a third apart in the executors' reading CPU: one of
+them took a minor page fault for every 4 KB of every body, some 80,000 per 200 MB read, with the
+kernel's time to match.
 
 So a process whose clients read bodies whole fixes them: blocks up to 32 MiB (the largest glibc
 takes, above any body) come from the heap, and up to 128 MiB free at the top of the heap (more than a

@@ -25,7 +25,7 @@ def freeze_before_loading() -> None:
     Why: Spark starts that process afresh for every query, and loading botocore and making a client
     allocate tens of thousands of objects that stay; their number sets off a full collection during
     the load, which walks PySpark's objects too. Frozen, they are skipped by it and by every later
-    collection of the process: about 0.02 CPU-s less per query (docs/performance.md, section 10).
+    collection of the process: about 0.02 CPU-s less per query (docs/performance.md, `bench-planner`).
     No collection first, unlike the executors' freeze: it would cost what the freeze saves. What the
     runner's start left as cyclic garbage at that moment is kept (once per process, and little)."""
     global _frozen_before_loading

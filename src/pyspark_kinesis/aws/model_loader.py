@@ -13,7 +13,7 @@ models botocore ships) and changes only these two: files are decoded by orjson, 
 services with a model answers `name in ...` by looking in that service's own directory; it lists every
 service only when asked for more (iterated, counted, indexed: botocore's error for an unknown service
 names them all). Together about 0.02 CPU-s of every query's start: `bash scripts/bench.sh planner`
-(docs/performance.md, section 10).
+(docs/performance.md, `bench-planner`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 decodes record by record, or declined.
 
 Why: record by record, orjson and then fitting each value in Python ran at a tenth of orjson alone
-(section 9 of docs/performance.md); Arrow's reader parses the whole batch into typed columns in C++,
-faster than orjson builds Python objects. Its rules are not the per-record ones everywhere, so its
+(docs/performance.md, `bench-glue-decode`); Arrow's reader parses the whole batch into typed columns
+in C++, faster than orjson builds Python objects. Its rules are not the per-record ones everywhere, so its
 result is used only where it is the per-record result, and a declined batch is decoded record by record
 (which also names the record that does not decode). Where they differ, and what guards each:
 
