@@ -46,3 +46,13 @@ def test_a_fields_default_is_its_options_declared_default(config, options):
         assert field.default == option.default, (config.__name__, field.name, field.default, option.default)
         checked += 1
     assert checked >= 3, f"{config.__name__}: too few fields matched their options ({checked})"
+
+
+def test_a_shard_reads_default_limits_are_the_options_defaults():
+    """ShardLimits (the executor's per-read limits) starts from the same defaults the options declare,
+    for a read made without a config (the tests' and the simulation's reads)."""
+    from pyspark_kinesis.source.executor.cutting import ShardLimits
+
+    limits = ShardLimits(max_records=1, max_bytes=1)
+    assert limits.bytes_per_second == KNOWN_OPTIONS["shardReadBytesPerSecond"].default
+    assert limits.push_wait_s * 1000 == KNOWN_OPTIONS["idlePollIntervalMs"].default

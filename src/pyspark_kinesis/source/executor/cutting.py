@@ -19,6 +19,7 @@ from ...aws.get_records import Records
 from ...errors import CorruptRecordError
 from ...kpl import MAGIC, deaggregate
 from ...model import AFTER, END, INSIDE, Position, effective_hash_key, seq_key
+from ..options import KNOWN_OPTIONS as _DECLARED  # (the defaults below are the options')
 from .columns import Columns
 
 log = logging.getLogger(__name__)
@@ -30,10 +31,11 @@ class ShardLimits:
     max_bytes: int
     cutoff_ms: int | None = None
     deadline: float = float("inf")  # time.monotonic() after which no new call starts
-    bytes_per_second: int = 2_000_000  # the shard's read quota; 0: no byte pacing
+    bytes_per_second: int = _DECLARED["shardReadBytesPerSecond"].default  # the read quota; 0: no pacing
     closed: bool = False  # ListShards says the shard is closed (see CLOSED_EMPTY_READS)
     fail_on_corrupt_aggregate: bool = False  # onCorruptAggregate=fail
-    push_wait_s: float = 0.5  # fan-out: how long a read with nothing pushed waits (idlePollIntervalMs)
+    # fan-out: how long a read with nothing pushed waits (idlePollIntervalMs)
+    push_wait_s: float = _DECLARED["idlePollIntervalMs"].default / 1000.0
     # Batch reads: the shard's endingPosition when it is a sequence number (AT: stop before it, an inside
     # position before its first sub-record; AFTER: stop after it). Reaching it is reaching the cutoff.
     end_at: Position | None = None
