@@ -226,10 +226,23 @@ class Result:
         if self.ok:
             return "ok"
         why = [self.error] if self.error else []
+        counts = {
+            "lost": self.lost,
+            "duplicated": self.duplicated,
+            "invented": self.extra,
+            "out of key order": self.order_violations,
+            "child before parent": self.lineage_violations,
+            "lost by the server": self.server_lost,
+            "driver exits": self.unplanned_exits,
+        }
+        why += [f"{n} {what}" for what, n in counts.items() if n]
+        why += [f"losses no report named on {', '.join(self.unreported)}"] if self.unreported else []
+        if self.plan.shape == "two-source" and not self.other_rows:
+            why.append("the other source never ran")
         why += [f"missed {m}" for m in self.missed]
         why += [f"never delivered: {k}" for k in self.undelivered]
         why += [f"{rule}: {n}" for rule, n in sorted(self.violations.items())]
-        return "FAILED " + ("; ".join(why) or "records lost, duplicated or out of order").replace("|", "/")
+        return "FAILED " + "; ".join(why).replace("|", "/")
 
 
 def _subscription_cut(rng: random.Random) -> tuple[str, int]:
