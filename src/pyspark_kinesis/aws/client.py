@@ -60,6 +60,13 @@ def _stock(what: str, why: object) -> None:
         )
 
 
+def _read_whole(client: Any) -> None:
+    """A new client's bodies read in one call (whole_body.py), unless stock botocore is asked for or
+    the client is not shaped as that expects (then botocore's own, said once: `_stock`)."""
+    if not STOCK_BOTOCORE.on() and not read_bodies_whole(client):
+        _stock("body reads", "the client's endpoint is not a botocore URLLib3Session")
+
+
 def _config(settings: AwsSettings, max_attempts: int | None, pool: int, agent: str = "") -> Config:
     return Config(
         retries={"mode": settings.retry_mode, "total_max_attempts": max_attempts or settings.max_attempts},
@@ -185,8 +192,7 @@ def kinesis_client(
                 endpoint_url=settings.endpoint_url,
                 config=_config(settings, max_attempts, pool, agent),
             )
-            if not STOCK_BOTOCORE.on() and not read_bodies_whole(client):
-                _stock("body reads", "the client's endpoint is not a botocore URLLib3Session")
+            _read_whole(client)
             _clients[key] = client
         return client
 
@@ -204,7 +210,6 @@ def glue_client(settings: AwsSettings, endpoint_url: str | None = None) -> Any:
                 endpoint_url=endpoint_url,
                 config=_config(settings, None, 4, "glue"),
             )
-            if not STOCK_BOTOCORE.on() and not read_bodies_whole(client):
-                _stock("body reads", "the client's endpoint is not a botocore URLLib3Session")
+            _read_whole(client)
             _clients[key] = client
         return client
