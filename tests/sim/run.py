@@ -8,12 +8,14 @@ schedule `--replay` runs again.
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import json
 import logging
 import multiprocessing
 import random
 import re
+import subprocess
 import sys
 import time as wall
 from collections.abc import Callable
@@ -732,6 +734,31 @@ def _journal_read(path: str | None, days: float) -> dict[int, dict[str, Any]]:
     return done
 
 
+def _commit() -> str:
+    """The commit the seeds run at (a journal resumed across sittings says which code each seed ran),
+    with "+changes" when src/ or tests/ differ from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src", "tests"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
+def _by_commit(results: list[dict[str, Any]]) -> str:
+    """`commit (seeds)` for each commit the results ran at, oldest journal lines first."""
+    counts = collections.Counter(entry.get("commit", "unrecorded") for entry in results)
+    return ", ".join(f"{commit} ({count:,} seeds)" for commit, count in counts.items())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The deterministic simulation: seeds, days, figures.")
     parser.add_argument("--seeds", type=int, default=20, help="how many seeds")
@@ -755,9 +782,11 @@ def main(argv: list[str] | None = None) -> int:
     todo = [seed for seed in seeds if seed not in done]
     results = [done[seed] for seed in seeds if seed in done]
     started = wall.monotonic()
+    commit = _commit()
     work = functools.partial(_seed_run, days=args.days, no_shrink=args.no_shrink)
     with multiprocessing.get_context("spawn").Pool(max(1, args.jobs)) if args.jobs > 1 else _Inline() as pool:
         for entry in pool.imap_unordered(work, todo):
+            entry["commit"] = commit
             results.append(entry)
             if args.journal:
                 with open(args.journal, "a") as handle:
@@ -779,7 +808,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{totals['batches']:,} batches, {totals['records']:,} user records, {totals['restarts']:,} driver starts, "
         f"{totals['crashes']:,} driver or executor crashes, {totals['reshards']:,} reshards, "
         f"{totals['losses']:,} losses said, {totals['sink_rows']:,} sink rows, "
-        f"{totals['quota_refusals']:,} quota refusals; failed seeds: {failed or 'none'}"
+        f"{totals['quota_refusals']:,} quota refusals; failed seeds: {failed or 'none'}; "
+        f"code: {_by_commit(results)}"
     )
     return 1 if failed else 0
 
