@@ -25,7 +25,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrow_arrays import binary_array
+from .arrow_arrays import binary_array, float64_array, string_array
 from .get_records_scan import scan
 
 
@@ -65,9 +65,9 @@ class Records:
     ) -> Records:
         return cls(
             data=binary_array(data),
-            keys=pa.array(keys, pa.string()),
-            seqs=pa.array(seqs, pa.string()),
-            arrivals=pa.array(arrivals, pa.float64()),
+            keys=string_array(keys),
+            seqs=string_array(seqs),
+            arrivals=float64_array(arrivals),
         )
 
     def __len__(self) -> int:

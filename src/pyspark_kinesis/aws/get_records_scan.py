@@ -32,6 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pybase64
 
+from .arrow_arrays import empty, int32_array
+
 _QUOTE, _COLON, _COMMA, _OPEN_BRACE = ord('"'), ord(":"), ord(","), ord("{")
 _PAD, _ZERO_BITS = ord("="), ord("A")
 
@@ -83,11 +85,11 @@ def _segments(buf: pa.Buffer, starts: np.ndarray, ends: np.ndarray, kind: pa.Dat
     buffer, of which every other element is taken."""
     n = len(starts)
     if n == 0:
-        return pa.array([], kind)
+        return empty(kind)
     offsets = np.empty(2 * n, np.int32)
     offsets[0::2], offsets[1::2] = starts, ends
     spread = pa.Array.from_buffers(kind, 2 * n - 1, [None, pa.py_buffer(offsets), buf])
-    return spread.take(pa.array(np.arange(0, 2 * n - 1, 2, dtype=np.int32)))
+    return spread.take(int32_array(np.arange(0, 2 * n - 1, 2, dtype=np.int32)))
 
 
 def scan(body: bytes) -> Scanned | None:
@@ -245,7 +247,7 @@ def _payloads(buf: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Binary
     encoded = _segments(buf, starts, ends, pa.binary())
     n = len(encoded)
     if n == 0:
-        return pa.array([], pa.binary())
+        return empty(pa.binary())
     bounds = np.frombuffer(encoded.buffers()[1], np.int32, n + 1)
     lengths = np.diff(bounds)
     if np.any(lengths & 3):

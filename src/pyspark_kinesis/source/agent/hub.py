@@ -26,7 +26,11 @@ from .spacing import ConsumerShard, Spacing
 REWIND_MAX_BYTES = 64 * 1024 * 1024
 FIRST_MESSAGE_WAIT_S = 5.0  # a new subscription's first message is awaited (a refusal may be one)
 QUEUE_EVENTS = 8  # events read ahead per subscription before TCP holds the service back
-MAX_IDLE_S = 30.0  # a kept subscription not taken again by then is closed
+# A kept subscription not taken again by then is closed: just under the 5 minutes after which the
+# service ends any subscription. Keeping one costs no call and no fee (fan-out is billed per consumer
+# and shard hour, subscribed or not); a stream quiet for minutes then has its first records already
+# pushed here when its next batch comes, instead of a new subscription's round trip.
+MAX_IDLE_S = 280.0
 MAX_QUEUE_WAITS = 7_200  # x 0.5 s: a subscription nobody takes events from for an hour is closed
 SETTLE_CHECK_S = 0.05  # how often a waiting read looks whether its batch has records from another read
 BATCH_MARKS_S = 600.0  # how long a batch's "has records" mark is remembered

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ...aws.arrow_arrays import binary_array
+from ...aws.arrow_arrays import (
+    binary_array,
+    empty,
+    float64_array,
+    float64_values,
+    int64_array,
+    int64_zeros,
+    repeat_string,
+    string_array,
+)
 from ...aws.get_records import Records
 from ..schema import ARROW_SCHEMA
+
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
 @dataclass
@@ -55,10 +66,10 @@ class Columns:
             self.chunks.append(
                 (
                     binary_array(self.data),
-                    pa.array(self.keys, pa.string()),
-                    pa.array(self.seqs, pa.string()),
-                    pa.array(self.arrivals, pa.float64()),
-                    pa.array(self.subs, pa.int64()) if any(self.subs) else None,
+                    string_array(self.keys),
+                    string_array(self.seqs),
+                    float64_array(self.arrivals),
+                    int64_array(self.subs) if any(self.subs) else None,
                 )
             )
             self.data, self.keys, self.seqs, self.subs, self.arrivals = [], [], [], [], []
@@ -66,7 +77,7 @@ class Columns:
     def _column(self, index: int, kind: pa.DataType) -> pa.Array:
         parts = [chunk[index] for chunk in self.chunks]
         if not parts:
-            return pa.array([], kind)
+            return empty(kind)
         return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
     def payloads(self) -> pa.Array:
@@ -84,17 +95,18 @@ class Columns:
     def _batch(self, chunk: tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array | None]) -> pa.RecordBatch:
         data, keys, seqs, arrivals, subs = chunk
         n = len(data)
-        micros = pc.cast(pc.round(pc.multiply(arrivals, 1e6)), pa.int64())
+        # (numpy, not pc.multiply: a Python number in a compute call is a pa.scalar, which imports pandas)
+        micros = np.round(float64_values(arrivals) * 1e6).astype(np.int64)
         return pa.RecordBatch.from_arrays(
             [
                 data,
-                _repeat(self.stream, n),
-                _repeat(self.shard, n),
+                repeat_string(self.stream, n),
+                repeat_string(self.shard, n),
                 keys,
                 seqs,
-                subs if subs is not None else pa.repeat(pa.scalar(0, pa.int64()), n),
-                micros.cast(pa.timestamp("us", tz="UTC")),
-                _repeat(self.arn, n),
+                subs if subs is not None else int64_zeros(n),
+                pa.Array.from_buffers(_TIMESTAMP, n, [None, pa.py_buffer(micros)]),
+                repeat_string(self.arn, n),
             ],
             schema=ARROW_SCHEMA,
         )
@@ -105,7 +117,3 @@ class Columns:
         return pa.RecordBatch.from_arrays(
             [column.combine_chunks() for column in table.columns], schema=ARROW_SCHEMA
         )
-
-
-def _repeat(value: str, n: int) -> pa.Array:
-    return pa.repeat(pa.scalar(value, pa.string()), n)

@@ -8,13 +8,14 @@ from __future__ import annotations
 import queue
 import time
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from botocore.exceptions import ClientError
 
 from pyspark_kinesis.model import Position
 from pyspark_kinesis.source.agent import hub as hub_module
-from pyspark_kinesis.source.agent import spacing
+from pyspark_kinesis.source.agent import process, spacing
 from pyspark_kinesis.source.agent.hub import SubscriptionHub, SubscriptionRequest
 from tests.unit.scripted import SPEC
 
@@ -154,6 +155,27 @@ def test_kept_subscriptions_nobody_takes_are_closed(client, monkeypatch):
     time.sleep(0.1)
     hub.reap()
     assert held.closing and client.streams[0].closed
+
+
+def test_a_kept_subscription_and_its_agent_outlast_sparks_idle_workers(client, monkeypatch):
+    """Spark ends an executor's idle Python workers after a minute: the first batch after a quiet spell
+    runs in new workers, and finds the kept subscription (its records already pushed) and the agent
+    still there, until the service would end the subscription anyway (5 minutes)."""
+    clock = [1000.0]
+    monkeypatch.setattr(hub_module, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
+    hub = SubscriptionHub(lambda spec: client)
+    held, _ = open_(hub, SPEC, CONSUMER, SHARD, Position.trim_horizon(), reuse=False)
+    hub.keep(held, Position.after("3"))
+    clock[0] += 150.0  # a quiet spell: no batch, and Spark's idle workers are gone
+    hub.reap()
+    assert not held.closing
+    assert process.IDLE_EXIT_S > 150.0  # (nor does the agent end meanwhile)
+    again, fresh = open_(hub, SPEC, CONSUMER, SHARD, Position.after("3"), reuse=True)
+    assert again is held and not fresh
+    hub.keep(again, Position.after("3"))
+    clock[0] += 301.0  # past the service's 5 minutes: closed here
+    hub.reap()
+    assert held.closing
 
 
 def test_two_queries_with_their_own_consumers_neither_take_nor_settle_each_others_reads(client):
