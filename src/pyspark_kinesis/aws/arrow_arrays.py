@@ -4,8 +4,8 @@ Two reasons. Cost: for payload-sized values, joining them into one buffer with c
 half the cost of pa.array's generic conversion. Start-up: pyarrow's first `pa.array`, `pa.scalar` or
 `pa.repeat` call in a process imports pandas (pyarrow asks whether the value is a pandas object),
 0.4-0.5 s of CPU, and Spark ends an executor's idle Python workers after a minute: the first batch
-after a quiet spell runs in new workers, whose reads paid it before any record (docs/performance.md
-"The first batch after a quiet spell"). Every array a read hands Spark is built here, from buffers.
+after a quiet spell runs in new workers, whose reads paid it before any record (docs/performance.md,
+`bench-latency-modes-quiet`). Every array a read hands Spark is built here, from buffers.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ MAX_MESSAGES = 10_000_000  # hard bound on one connection's messages
 # The agent ends after this long without reads or kept subscriptions. Longer than Spark keeps idle
 # Python workers (a minute): after a quiet spell the next batch runs in new workers, and an agent
 # still there spares it the agent's start and, within `hub.MAX_IDLE_S`, its subscriptions
-# (docs/performance.md "The first batch after a quiet spell"). An idle agent costs a sleeping process.
+# (docs/performance.md, `bench-latency-modes-quiet`). An idle agent costs a sleeping process.
 IDLE_EXIT_S = 600.0
 # Connections from other executors not yet authenticated, at once: more are closed as they come, so
 # that peers which connect and say nothing (or a byte at a time) cannot take the threads the
