@@ -224,34 +224,36 @@ def latency_row(run: LatencyRun, label: str) -> str:
 def markdown_modes(
     runs: dict[str, LatencyRun], rate: int, seconds: int, shards: int, quiet_s: int = 0
 ) -> str:
-    """Polling and enhanced fan-out side by side, on kinesis-local (keys: "mode" or "mode on master")."""
+    """Polling and/or enhanced fan-out on kinesis-local (keys: "mode" or "mode on master"); the text
+    names only the modes and masters that ran."""
     masters = [m for m in dict.fromkeys(label.partition(" on ")[2] for label in runs) if m]
     efo = next((run for label, run in runs.items() if label.partition(" on ")[0] == "efo"), None)
     flags = "".join(f" --master '{m}'" for m in masters) + (f" --quiet-s {quiet_s}" if quiet_s else "")
-    modes = (
-        "both"
-        if len({label.partition(" on ")[0] for label in runs}) > 1
-        else next(iter(runs)).partition(" on ")[0]
-    )
+    ran = list(dict.fromkeys(label.partition(" on ")[0] for label in runs))
+    modes = "both" if len(ran) > 1 else ran[0]
     return (
         "\n".join(
             [
-                "### Polling and enhanced fan-out"
+                "### "
+                + " and ".join(TITLES[m] for m in ran).capitalize()
                 + (f" after a quiet start ({quiet_s} s)" if quiet_s else ""),
                 "",
                 f"Measured {machine()}, with `bash scripts/bench.sh latency --kind kinesis-local --consumer-type "
-                f"{modes} --rate {rate} --seconds {seconds} --shards {shards}{flags}`: the same measurement on "
-                "kinesis-local, once with polling (GetRecords) and once with enhanced fan-out (SubscribeToShard, "
-                "through the test proxy that adds the `initial-response` event kinesis-local leaves out)"
+                f"{modes} --rate {rate} --seconds {seconds} --shards {shards}{flags}`: the measurement above on "
+                "kinesis-local, "
+                + ("once " if len(ran) > 1 else "")
+                + " and once ".join(READINGS[m] for m in ran)
+                + "".join(f"; {MASTERS[m]}" for m in masters if m in MASTERS)
+                + "."
+                + (quiet_note(runs, quiet_s) if quiet_s else "")
                 + (
-                    ", on each Spark master: `local[2]` is one executor; `local-cluster[2,1,1024]` two executors "
-                    "of one core, where Spark places a shard's tasks on either one batch after batch"
-                    if masters
+                    " On Kinesis, fan-out propagates records in about 70 ms against about 200 ms for polling "
+                    "(AWS's figures); a local server shows what the connector adds, not the service's "
+                    "propagation."
+                    if efo is not None
                     else ""
                 )
-                + ". On Kinesis, fan-out "
-                "propagates records in about 70 ms against about 200 ms for polling (AWS's figures); a local "
-                "server shows what the connector adds, not the service's propagation." + push_note(efo),
+                + push_note(efo),
                 "",
                 "| reading | records put | records arrived | p50 | p90 | p99 | max |",
                 "|---|---|---|---|---|---|---|",
@@ -259,6 +261,34 @@ def markdown_modes(
             ]
         )
         + "\n"
+    )
+
+
+TITLES = {"polling": "polling", "efo": "enhanced fan-out"}
+READINGS = {
+    "polling": "with polling (GetRecords)",
+    "efo": "with enhanced fan-out (SubscribeToShard, through the test proxy that adds the "
+    "`initial-response` event kinesis-local leaves out)",
+}
+MASTERS = {
+    "local[2]": "`local[2]` is one executor",
+    "local-cluster[2,1,1024]": "`local-cluster[2,1,1024]` is two executors of one core, where Spark places "
+    "a shard's tasks on either one batch after batch",
+}
+
+
+def quiet_note(runs: dict[str, LatencyRun], quiet_s: int) -> str:
+    """What a quiet start is, and each run's first batches after it (the ones new workers run)."""
+    firsts = "; ".join(
+        (f"{label}: " if len(runs) > 1 else "")
+        + ", ".join(f"{p['durationMs']['triggerExecution'] / 1000:.2f} s" for p in with_rows[:3])
+        for label, run in runs.items()
+        if (with_rows := [p for p in run.progress if p.get("numInputRows")])
+    )
+    return (
+        f" After the query's first two batches the stream stays empty for {quiet_s} s (no batch runs, and "
+        "Spark ends idle Python workers after a minute), then records come; the first three batches with "
+        f"records after the quiet spell took (start to commit) {firsts}."
     )
 
 

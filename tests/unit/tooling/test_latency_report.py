@@ -3,7 +3,7 @@ Spark's phase timings over the batches that read rows, and the gap from one batc
 
 from __future__ import annotations
 
-from benchmarks.latency import LatencyRun, phase_medians, phase_table
+from benchmarks.latency import LatencyRun, markdown_modes, phase_medians, phase_table
 
 
 def _progress(start: str, rows: int | None, **durations: int) -> dict:
@@ -38,3 +38,16 @@ def test_the_table_names_the_phases_in_the_order_they_run():
         "| 30 ms | 200 ms | 260 ms | 150 ms |",
     ]
     assert phase_table(LatencyRun([0.1], 1.0, 1)) == []
+
+
+def test_the_modes_section_names_only_what_ran_and_the_first_batches_after_a_quiet_start():
+    run = LatencyRun([0.5, 1.0], 1.0, 2, None, PROGRESS)
+    quiet = markdown_modes({"efo on local-cluster[2,1,1024]": run}, 50, 30, 4, quiet_s=150)
+    assert quiet.startswith("### Enhanced fan-out after a quiet start (150 s)\n")
+    assert "with polling (GetRecords)" not in quiet
+    assert "two executors" in quiet and "one executor" not in quiet
+    assert "empty for 150 s" in quiet and "took (start to commit) 0.15 s, 0.39 s, 0.26 s." in quiet
+    both = markdown_modes({"polling": run, "efo": run}, 50, 30, 4)
+    assert both.startswith("### Polling and enhanced fan-out\n")
+    assert "once with polling (GetRecords) and once with enhanced fan-out" in both
+    assert "quiet" not in both
