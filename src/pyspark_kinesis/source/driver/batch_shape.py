@@ -40,6 +40,13 @@ K = TypeVar("K", bound=Hashable)
 # executor's `protocol.MAX_THREADS`: more would read in waves, each with a share of maxFetchTimeMs).
 LIGHT_TASK_BYTES = 1 << 20
 LIGHT_SHARDS_PER_TASK = 16
+# Spark ends an executor's idle Python workers after a minute. The first batch after a quiet spell
+# longer than that (a running query, not AvailableNow) reads each shard that found news and, up to
+# WAKE_TASKS in all, idle ones too, each on a task of its own: the executors start their new workers
+# side by side in that batch, instead of one executor per batch as the next batches' tasks land
+# (docs/performance.md, `bench-latency-modes-quiet`).
+WORKERS_IDLE_MS = 60_000
+WAKE_TASKS = 16
 
 
 def light_task_count(loads: list[float | None]) -> int:
@@ -80,6 +87,9 @@ class BatchShape:
         self.starved: dict[ShardRef, int] = {}  # batches in a row whose task for the shard never ran
         self._done: set[ShardRef] = set()  # AvailableNow: shards drained under `_done_cutoff`
         self._done_cutoff: int | None = None
+        self.planned_ms: int | None = None  # when this run last planned a batch (its planner's clock)
+        self.waking = False  # the batch being planned is the first after a quiet spell (`after_looks`)
+        self._now = 0  # the planner's clock at `admit`, the start of each planning
 
     # -- what the last batch taught ---------------------------------------------------------------
     def observe(self, ends: Mapping[ShardRef, ShardEnd], unrun: list[ShardRef]) -> None:
@@ -104,6 +114,7 @@ class BatchShape:
         under this AvailableNow run), and those of them that are idle (their last read found nothing
         new; under AvailableNow also those whose last read ended at the tip, records or not): the
         planner reads those only where a look finds something (`tip_probe`)."""
+        self._now, self.waking = now, False
         drained = self._drained(ends, start_cutoff, cutoff_ms)
         readable = [
             ShardRef(key, sid)
@@ -117,6 +128,20 @@ class BatchShape:
             for ref in readable
             if streams[ref.stream][ref.shard].idle or (at_tip and streams[ref.stream][ref.shard].tip_ms > 0)
         }
+
+    def after_looks(
+        self, readable: list[ShardRef], idle: set[ShardRef], found: set[ShardRef], now: int, running: bool
+    ) -> list[ShardRef]:
+        """The shards the next batch reads once the looks at idle ones are made: those not idle and those
+        a look found news in; after a quiet spell (see WORKERS_IDLE_MS), idle ones too, up to WAKE_TASKS."""
+        admitted = [ref for ref in readable if ref not in idle or ref in found]
+        quiet = self.planned_ms is not None and now - self.planned_ms > WORKERS_IDLE_MS
+        self.waking = running and quiet and bool(found)
+        if not self.waking:
+            return admitted
+        quiet_ones = [ref for ref in readable if ref in idle and ref not in found]
+        extra = set(quiet_ones[: max(0, WAKE_TASKS - len(admitted))])
+        return [ref for ref in readable if ref in extra or ref not in idle or ref in found]
 
     def drained_by_look(self, refs: set[ShardRef], cutoff_ms: int) -> None:
         """AvailableNow: idle shards a look found nothing in are done for the run with this cutoff (the
@@ -152,6 +177,8 @@ class BatchShape:
         rows = split_budget(max_rows, candidates, batch) if max_rows and candidates else {}
         size = split_budget(max_bytes, candidates, batch) if max_bytes and candidates else {}
         to_read = [ref for ref in candidates if rows.get(ref, 1) > 0 and size.get(ref, 1) > 0]
+        if to_read:
+            self.planned_ms = self._now
         return {
             ref: ShardAssignment(task, rows.get(ref, -1), size.get(ref, -1))
             for ref, task in self.assign(to_read, info).items()
@@ -168,6 +195,8 @@ class BatchShape:
         count = assign.task_count(len(refs), config.target_tasks, config.max_shards_per_task)
         if config.target_tasks is None and config.max_shards_per_task is None:
             count = light_task_count([self.load.get(ref) for ref in refs])
+            if self.waking:
+                count = max(count, min(len(refs), WAKE_TASKS))
         if count == len(refs) and config.shard_assigner == "balanced":
             ordered = self._first_the_starved([[ref] for ref in sorted(refs)])  # one task per shard
             return {group[0]: index for index, group in enumerate(ordered)}

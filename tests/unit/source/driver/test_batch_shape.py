@@ -8,7 +8,7 @@ the planner tests reach these paths with one stream, no load and no custom assig
 from __future__ import annotations
 
 from pyspark_kinesis import assign
-from pyspark_kinesis.model import Position, ShardInfo
+from pyspark_kinesis.model import Position, ShardInfo, ShardRef
 from pyspark_kinesis.source.driver.batch_shape import BatchShape, ShardAssignment
 from pyspark_kinesis.source.state.offsets import ShardEnd
 from tests.unit.planner_fakes import arn, config
@@ -219,3 +219,27 @@ def test_light_shards_share_a_task_unless_the_options_set_the_count():
     fan_out = BatchShape(config("alpha", consumerType="efo"))  # (the agents' relay carries a shard's
     fan_out.observe(light, unrun=[])  # subscription to whichever executor its task runs on)
     assert set(fan_out.assign(refs, _info).values()) == {0}
+
+
+def test_the_first_batch_after_a_quiet_spell_wakes_every_executor_with_a_task_per_shard():
+    """Spark ends idle Python workers after a minute: the first batch after a longer quiet spell takes
+    the idle shards too, a task each, so that every executor starts its new worker in that batch."""
+    shape = BatchShape(config("alpha"))
+    refs = [ShardRef(A, s) for s in (S0, S1, S2)]
+    shape.observe({ref: _end(10) for ref in refs}, unrun=[])  # light: they would share one task
+    shape.admit({}, {}, None, None, now=1_000)
+    assert len(set(shape.slots(refs, None, None, 1, _info).values())) == 1  # (a batch planned at 1 s)
+    idle, found = {refs[1], refs[2]}, {refs[1]}
+
+    def tasks_at(now: int, running: bool = True) -> tuple[list[ShardRef], int]:
+        shape.admit({}, {}, None, None, now=now)
+        admitted = shape.after_looks(refs, idle, found, now, running)
+        slots = shape.assign(admitted, _info)
+        return admitted, len(set(slots.values()))
+
+    assert tasks_at(50_000) == ([refs[0], refs[1]], 1)  # within the minute: only the news, grouped
+    assert tasks_at(62_000, running=False) == ([refs[0], refs[1]], 1)  # (AvailableNow: never)
+    assert tasks_at(62_000) == (refs, 3)
+    shape.admit({}, {}, None, None, now=62_000)
+    shape.slots(refs, None, None, 2, _info)  # the waking batch is planned...
+    assert tasks_at(63_000) == ([refs[0], refs[1]], 1)  # ...and the next one is shaped as usual
