@@ -130,12 +130,12 @@ class BatchShape:
         }
 
     def after_looks(
-        self, readable: list[ShardRef], idle: set[ShardRef], found: set[ShardRef], now: int, running: bool
+        self, readable: list[ShardRef], idle: set[ShardRef], found: set[ShardRef], running: bool
     ) -> list[ShardRef]:
         """The shards the next batch reads once the looks at idle ones are made: those not idle and those
         a look found news in; after a quiet spell (see WORKERS_IDLE_MS), idle ones too, up to WAKE_TASKS."""
         admitted = [ref for ref in readable if ref not in idle or ref in found]
-        quiet = self.planned_ms is not None and now - self.planned_ms > WORKERS_IDLE_MS
+        quiet = self.planned_ms is not None and self._now - self.planned_ms > WORKERS_IDLE_MS
         self.waking = running and quiet and bool(found)
         if not self.waking:
             return admitted

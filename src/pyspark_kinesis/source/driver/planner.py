@@ -350,7 +350,7 @@ class Planner:
         found = self.probe.news(states, self.clock(), every=self.cutoff_ms is not None)
         if self.cutoff_ms is not None:
             self.shape.drained_by_look(idle - found, self.cutoff_ms)
-        return self.shape.after_looks(readable, idle, found, self.clock(), self.cutoff_ms is None)
+        return self.shape.after_looks(readable, idle, found, self.cutoff_ms is None)
 
     def _planned_before(self, start: SourceOffset) -> SourceOffset | None:
         """The offset batch `start.batch + 1` was planned with before, if it was (`Ledger.planned_before`);

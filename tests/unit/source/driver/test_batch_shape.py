@@ -233,7 +233,7 @@ def test_the_first_batch_after_a_quiet_spell_wakes_every_executor_with_a_task_pe
 
     def tasks_at(now: int, running: bool = True) -> tuple[list[ShardRef], int]:
         shape.admit({}, {}, None, None, now=now)
-        admitted = shape.after_looks(refs, idle, found, now, running)
+        admitted = shape.after_looks(refs, idle, found, running)
         slots = shape.assign(admitted, _info)
         return admitted, len(set(slots.values()))
 
