@@ -58,16 +58,22 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     )
 
 
+def fixed_width(kind: pa.DataType, n: int, values: object) -> pa.Array:
+    """An array of `n` fixed-width values of `kind` over a buffer of them (array.array, numpy, bytes),
+    no nulls."""
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(values)])
+
+
 def float64_array(values: Sequence[float]) -> pa.Array:
-    return pa.Array.from_buffers(pa.float64(), len(values), [None, pa.py_buffer(array("d", values))])
+    return fixed_width(pa.float64(), len(values), array("d", values))
 
 
 def int64_array(values: Sequence[int]) -> pa.Array:
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array("q", values))])
+    return fixed_width(pa.int64(), len(values), array("q", values))
 
 
 def int64_zeros(n: int) -> pa.Array:
-    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.zeros(n, np.int64))])
+    return fixed_width(pa.int64(), n, np.zeros(n, np.int64))
 
 
 def repeat_string(value: str, n: int) -> pa.Array:
@@ -86,8 +92,7 @@ def empty(kind: pa.DataType) -> pa.Array:
 
 def int32_array(values: np.ndarray) -> pa.Array:
     """An int32 array over a numpy array's buffer (no copy)."""
-    values = np.ascontiguousarray(values, dtype=np.int32)
-    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
+    return fixed_width(pa.int32(), len(values), np.ascontiguousarray(values, dtype=np.int32))
 
 
 def float64_values(values: pa.Array) -> np.ndarray:

@@ -10,6 +10,7 @@ import pyarrow as pa
 from ...aws.arrow_arrays import (
     binary_array,
     empty,
+    fixed_width,
     float64_array,
     float64_values,
     int64_array,
@@ -105,7 +106,7 @@ class Columns:
                 keys,
                 seqs,
                 subs if subs is not None else int64_zeros(n),
-                pa.Array.from_buffers(_TIMESTAMP, n, [None, pa.py_buffer(micros)]),
+                fixed_width(_TIMESTAMP, n, micros),
                 repeat_string(self.arn, n),
             ],
             schema=ARROW_SCHEMA,
