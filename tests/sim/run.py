@@ -32,6 +32,7 @@ from pyspark_kinesis.aws import kinesis as aws_kinesis
 from pyspark_kinesis.aws.kinesis import KinesisProxy
 from pyspark_kinesis.errors import DataLossError, StreamAccessError
 from pyspark_kinesis.kpl import deaggregate
+from pyspark_kinesis.model import RETENTION_MARGIN_MS
 from pyspark_kinesis.sink import writers
 from pyspark_kinesis.sink.options import parse_sink_options
 from pyspark_kinesis.sink.producing import Producer
@@ -96,6 +97,9 @@ class World:
         self.model = KinesisModel(self.clock, setup.seed)
         self.store = SimStore()
         self.oracle = Oracle(self.start_ms)
+        # (a running query reads or looks at every shard at least each idle step, its looks trusted to the
+        # retention less a margin: see `Oracle.start_aged_out`)
+        self.oracle.look_gap_ms = self.schedule.setup.idle_step_ms + 2 * RETENTION_MARGIN_MS
         self.executors = [Executor(n) for n in range(setup.executors)]
         self.streams: list[Stream] = [
             self.model.create(

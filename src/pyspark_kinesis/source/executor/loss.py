@@ -51,11 +51,20 @@ class LossPolicy:
         """No record that arrived after `since_ms` can have aged out yet (0: nothing is known)."""
         return unaged(since_ms, int(time.time() * 1000), self.retention_ms)
 
-    def loss(self, what: str) -> None:
+    def loss(self, what: str, *, certain: bool = True) -> None:
+        """Records are gone (`certain`), or may be: a start past retention cannot tell whether anything
+        came between it and the oldest record left, since Kinesis sequence numbers have gaps. Both fail
+        the query under failOnDataLoss, as Spark's Kafka source fails on a possible loss; the message
+        says which it is, so that an operator does not go looking for records that never existed."""
         if self.fail:
+            said = (
+                "and those records are lost"
+                if certain
+                else "so records may have been lost (how many, if any, a read cannot tell)"
+            )
             raise DataLossError(
-                f"{self.where}, batch {self.batch}: {what}, and those records are lost. Set "
-                "failOnDataLoss=false to accept the loss and go on."
+                f"{self.where}, batch {self.batch}: {what}, {said}. Set failOnDataLoss=false to accept the "
+                "loss and go on."
             )
         log.warning(
             "%s, batch %d: %s; failOnDataLoss=false: going on without them", self.where, self.batch, what
@@ -74,7 +83,7 @@ class LossPolicy:
                 (int(time.time() * 1000) - self.tip_ms) // 1000,
             )
             return
-        self.loss(what)
+        self.loss(what, certain=False)
 
     def check_start(self, start: Position) -> None:
         """A first read at a timestamp older than the retention (and no tip seen since); or from the
@@ -88,7 +97,8 @@ class LossPolicy:
                 self.loss(
                     f"the read starts at the shard's oldest record, and the shard was last known at its tip "
                     f"there {hours} h ago, longer than the stream's retention ({self.retention_ms // 3_600_000} h): "
-                    "an unknown number of records that arrived since may be past retention"
+                    "an unknown number of records that arrived since may be past retention",
+                    certain=False,
                 )
             return
         if start.ts_ms is None or self.unaged(start.ts_ms) or self.unaged(self.tip_ms):
@@ -96,7 +106,8 @@ class LossPolicy:
         self.loss(
             f"the read starts at {start.describe()}, longer ago than the stream's retention "
             f"({self.retention_ms // 3_600_000} h): an unknown number of records from then up to the oldest "
-            "one left may be past retention"
+            "one left may be past retention",
+            certain=False,
         )
 
     def check_reproduced(

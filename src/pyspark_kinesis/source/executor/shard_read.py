@@ -218,7 +218,10 @@ class ShardRead:
                 f"the shard is gone (past retention) before it was read to its end from {position.describe()}"
             )
         else:
-            what = f"the records from {position.describe()} on are past retention, up to the oldest one left"
+            what = (
+                f"{position.describe()}, where the read resumes, is past retention, and records after it, up "
+                "to the oldest one left, may be too"
+            )
         if start_gone:
             self.policy.aged_out(what)
         elif self.until is None:
