@@ -44,7 +44,7 @@ LIGHT_SHARDS_PER_TASK = 16
 # longer than that (a running query, not AvailableNow) reads each shard that found news and, up to
 # WAKE_TASKS in all, idle ones too, each on a task of its own: the executors start their new workers
 # side by side in that batch, instead of one executor per batch as the next batches' tasks land
-# (docs/performance.md, `bench-latency-modes-quiet`).
+# (docs/performance.md, `bench-latency-modes-quiet`). Not where the options set the task count.
 WORKERS_IDLE_MS = 60_000
 WAKE_TASKS = 16
 
@@ -136,7 +136,8 @@ class BatchShape:
         a look found news in; after a quiet spell (see WORKERS_IDLE_MS), idle ones too, up to WAKE_TASKS."""
         admitted = [ref for ref in readable if ref not in idle or ref in found]
         quiet = self.planned_ms is not None and self._now - self.planned_ms > WORKERS_IDLE_MS
-        self.waking = running and quiet and bool(found)
+        chosen = self.config.target_tasks is not None or self.config.max_shards_per_task is not None
+        self.waking = running and quiet and bool(found) and not chosen  # (the user's count: no waking)
         if not self.waking:
             return admitted
         quiet_ones = [ref for ref in readable if ref in idle and ref not in found]

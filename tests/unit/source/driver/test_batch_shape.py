@@ -243,3 +243,16 @@ def test_the_first_batch_after_a_quiet_spell_wakes_every_executor_with_a_task_pe
     shape.admit({}, {}, None, None, now=62_000)
     shape.slots(refs, None, None, 2, _info)  # the waking batch is planned...
     assert tasks_at(63_000) == ([refs[0], refs[1]], 1)  # ...and the next one is shaped as usual
+
+
+def test_a_task_count_the_options_set_turns_the_waking_batch_off():
+    """With targetTasks or maxShardsPerTask the idle shards would only be packed onto the tasks the user
+    asked for: reads for nothing, no executor woken."""
+    refs = [ShardRef(A, s) for s in (S0, S1, S2)]
+    for options in ({"targetTasks": "1"}, {"maxShardsPerTask": "3"}):
+        shape = BatchShape(config("alpha", **options))
+        shape.admit({}, {}, None, None, now=1_000)
+        shape.slots(refs, None, None, 1, _info)
+        shape.admit({}, {}, None, None, now=62_000)
+        assert shape.after_looks(refs, {refs[1], refs[2]}, {refs[1]}, True) == [refs[0], refs[1]]
+        assert not shape.waking
