@@ -164,6 +164,9 @@ def bench_read(
     repeat: int = typer.Option(3, min=1, max=20, help="Rounds of loop and warm query per shard count."),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
     plot: str = typer.Option(None, help="Also draw throughput by shard count into this PNG."),
+    tls: bool = typer.Option(
+        False, "--tls", help="The server serves HTTPS, as Kinesis does (its own section)."
+    ),
 ) -> None:
     """End to end on kinesalite: the connector (AvailableNow, noop sink) against a boto3 GetRecords loop."""
     import tempfile
@@ -173,7 +176,7 @@ def bench_read(
 
     counts = [int(s) for s in shards.split(",") if s.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-read-") as work:
-        rows = reading.run_throughput(counts, records, size, Path(work), repeat)
+        rows = reading.run_throughput(counts, records, size, Path(work), repeat, tls)
     table = Table(
         title=f"read throughput, {records:,} x {size} B per stream: records/s, median (lowest-highest)"
     )
@@ -198,7 +201,10 @@ def bench_read(
             )
         if plot:
             command += f" --plot {plot}"
-        report.write_section(write, "bench-read", reading.markdown_throughput(rows, plot, command))
+        if tls:
+            command += " --tls"
+        section = "bench-read-tls" if tls else "bench-read"
+        report.write_section(write, section, reading.markdown_throughput(rows, plot, command, tls))
 
 
 MASTERS = typer.Option(

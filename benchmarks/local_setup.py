@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,35 @@ def environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def trusted_certificate(folder: str) -> tuple[str, str]:
+    """A key and a self-signed certificate for 127.0.0.1 under `folder`, trusted by every AWS client of
+    this process and of the Spark processes it starts from now on (AWS_CA_BUNDLE, which botocore reads):
+    a local server then serves HTTPS as Kinesis does, and both sides pay TLS as they would there."""
+    key, cert = os.path.join(folder, "key.pem"), os.path.join(folder, "cert.pem")
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "2",
+        ]
+        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    os.environ["AWS_CA_BUNDLE"] = cert
+    return key, cert
 
 
 def spark_session(master: str = "local[2]") -> Any:

@@ -16,7 +16,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from benchmarks.local_setup import create_stream, environment, put_all, spark_session
+from benchmarks.local_setup import create_stream, environment, put_all, spark_session, trusted_certificate
 from benchmarks.report import Spread, machine
 
 
@@ -115,16 +115,17 @@ def connector_read(
 
 
 def run_throughput(
-    shard_counts: list[int], records: int, size: int, work: Path, repeat: int = 3
+    shard_counts: list[int], records: int, size: int, work: Path, repeat: int = 3, tls: bool = False
 ) -> list[ThroughputRow]:
     """Per shard count: a stream filled once, a fresh SparkSession whose first query is the cold
     figure, then `repeat` rounds in which the loop and a warm query take turns on the same stream
-    (each query from TRIM_HORIZON with its own checkpoint and metadataPath, so each reads it all)."""
+    (each query from TRIM_HORIZON with its own checkpoint and metadataPath, so each reads it all).
+    With `tls`, the server serves HTTPS (a certificate the process trusts: `trusted_certificate`)."""
     environment()
     from pyspark_kinesis.cli.local_kinesis import LocalKinesis
 
     rows = []
-    with LocalKinesis("kinesalite") as server:
+    with LocalKinesis("kinesalite", tls=trusted_certificate(str(work)) if tls else None) as server:
         client = kinesis_client(server.endpoint)
         for shards in shard_counts:
             stream = fill_stream(client, shards, records, size)
@@ -144,12 +145,19 @@ def run_throughput(
     return rows
 
 
-def markdown_throughput(rows: list[ThroughputRow], plot: str | None, command: str) -> str:
+def markdown_throughput(rows: list[ThroughputRow], plot: str | None, command: str, tls: bool = False) -> str:
     """The section, naming the exact `command` that printed it (the plot's path included)."""
     lines = [
-        "## 2. End to end: the connector against a boto3 loop",
+        "### Over TLS" if tls else "## 2. End to end: the connector against a boto3 loop",
         "",
-        f"Measured {machine()}, with `{command}`, against kinesalite on loopback (which "
+        f"Measured {machine()}, with `{command}`, against kinesalite on loopback "
+        + (
+            "serving HTTPS as Kinesis does (a self-signed certificate for 127.0.0.1 that every process "
+            "trusts by AWS_CA_BUNDLE; both sides pay TLS on every connection), otherwise as above (which "
+            if tls
+            else "(which "
+        )
+        + "
         "shares the two cores with Spark and the readers): per shard count, a stream filled once with "
         f"{rows[0].records:,} records of {rows[0].size:,} B, read to its end by a plain boto3 loop (one thread "
         "per shard, GetRecords with Limit 10,000 until drained) and by the connector "

@@ -45,3 +45,29 @@ def test_every_port_a_local_server_opens_is_on_loopback(kind):
         ]
         assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
         assert "StreamNames" in client(server.endpoint).list_streams()
+
+
+def test_kinesalite_serves_https_with_a_certificate_the_clients_trust(tmp_path, monkeypatch):
+    """The benchmarks' TLS figures (`bench.sh read --tls`): the server really speaks TLS, with the
+    certificate `trusted_certificate` makes and every AWS client of the process trusts."""
+    import boto3
+    import botocore.exceptions
+    from benchmarks.local_setup import trusted_certificate
+
+    with pytest.raises(ValueError, match="use kinesalite"):
+        LocalKinesis("kinesis-local", tls=("key.pem", "cert.pem"))
+    monkeypatch.setenv("AWS_CA_BUNDLE", "")  # (trusted_certificate sets it; monkeypatch restores it)
+    tls = trusted_certificate(str(tmp_path))
+    with LocalKinesis("kinesalite", tls=tls) as server:
+        assert server.endpoint.startswith("https://127.0.0.1:")
+        assert "StreamNames" in client(server.endpoint).list_streams()
+        monkeypatch.delenv("AWS_CA_BUNDLE")
+        untrusting = boto3.client(
+            "kinesis",
+            endpoint_url=server.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="y",
+        )
+        with pytest.raises(botocore.exceptions.SSLError):
+            untrusting.list_streams()

@@ -89,10 +89,16 @@ class LocalKinesis:
         port: int | None = None,
         persist_dir: str | None = None,
         env: dict[str, str] | None = None,
+        tls: tuple[str, str] | None = None,
     ) -> None:
+        """`tls`: (private key, certificate) PEM files with which kinesalite serves HTTPS instead of HTTP,
+        as Kinesis does (the benchmarks' TLS figures; a client trusts the certificate by AWS_CA_BUNDLE)."""
         if kind not in KINDS:
             raise ValueError(f"unknown local Kinesis kind {kind!r}; use one of {', '.join(KINDS)}")
+        if tls is not None and kind != "kinesalite":
+            raise ValueError(f"a local {kind} serves TLS with its own certificate only; use kinesalite")
         self.kind = kind
+        self.tls = tls
         self.port = port or free_port()
         self.persist_dir = persist_dir
         self.extra_env = env or {}
@@ -101,7 +107,7 @@ class LocalKinesis:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def log_path(self) -> str:
@@ -145,6 +151,12 @@ class LocalKinesis:
             " console.error(err); process.exit(1); });"
             "require('kinesalite')({shardLimit: 1000, createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0"
             + (f", path: {self.persist_dir!r}" if self.persist_dir else "")
+            + (
+                f", ssl: true, key: require('fs').readFileSync({self.tls[0]!r}),"
+                f" cert: require('fs').readFileSync({self.tls[1]!r})"
+                if self.tls
+                else ""
+            )
             + f"}}).listen({self.port}, '127.0.0.1', function (err) {{ if (err) throw err; }})"
         )
         env["NODE_PATH"] = str(modules)
