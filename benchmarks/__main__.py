@@ -207,6 +207,29 @@ def bench_read(
         report.write_section(write, section, reading.markdown_throughput(rows, plot, command, tls))
 
 
+@app.command("scheduled")
+def bench_scheduled(
+    shards: int = typer.Option(4, min=1, max=64, help="Shards of the stream."),
+    rounds: int = typer.Option(3, min=1, max=20, help="Fresh and warm jobs each, taking turns."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """What a scheduled availableNow job pays in a fresh driver process, beside the same query warm."""
+    import tempfile
+    from pathlib import Path
+
+    from . import report, scheduled
+
+    with tempfile.TemporaryDirectory(prefix="bench-scheduled-") as work:
+        runs = scheduled.run(shards, rounds, Path(work))
+    command = "bash scripts/bench.sh scheduled" + (
+        f" --shards {shards} --rounds {rounds}" if (shards, rounds) != (4, 3) else ""
+    )
+    text = scheduled.markdown(runs, shards, command)
+    console.print(text)
+    if write:
+        report.write_section(write, "bench-scheduled", text)
+
+
 MASTERS = typer.Option(
     None,
     "--master",

@@ -27,20 +27,18 @@ def trusted_certificate(folder: str) -> tuple[str, str]:
     key, cert = os.path.join(folder, "key.pem"), os.path.join(folder, "cert.pem")
     subprocess.run(
         [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            key,
-            "-out",
-            cert,
-            "-days",
-            "2",
-        ]
-        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"),
+            *(
+                "-keyout",
+                key,
+                "-out",
+                cert,
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ),
+        ],
         check=True,
         capture_output=True,
         timeout=60,

@@ -153,11 +153,11 @@ def markdown_throughput(rows: list[ThroughputRow], plot: str | None, command: st
         f"Measured {machine()}, with `{command}`, against kinesalite on loopback "
         + (
             "serving HTTPS as Kinesis does (a self-signed certificate for 127.0.0.1 that every process "
-            "trusts by AWS_CA_BUNDLE; both sides pay TLS on every connection), otherwise as above (which "
+            "trusts by AWS_CA_BUNDLE; both sides pay TLS on every connection; "
             if tls
-            else "(which "
+            else "("
         )
-        + "
+        + "which "
         "shares the two cores with Spark and the readers): per shard count, a stream filled once with "
         f"{rows[0].records:,} records of {rows[0].size:,} B, read to its end by a plain boto3 loop (one thread "
         "per shard, GetRecords with Limit 10,000 until drained) and by the connector "

@@ -77,12 +77,17 @@ def durable_offsets(checkpoint: Path) -> set[int]:
     return _numbered(checkpoint / "offsets")
 
 
-def tip_positions(checkpoint: Path) -> dict[str, str | None]:
-    """The shards whose entry in an offset Spark logged from its last committed batch on carries a tip
-    time (the query found the shard at the tip at that position: `ShardState.tip_ms`), each with the
-    smallest sequence number those entries give it (None: no entry is a sequence number). Every record
-    of such a shard after that position arrived after the tip was seen, so in a real stream none of them
-    can age out within the retention; the position a restart resumes from is among these entries."""
+def tip_positions(checkpoint: Path, meta: Path | None = None) -> dict[str, str | None]:
+    """The shards the query knows at the tip at a position a restart may resume from, each with the
+    smallest sequence number among those positions (None: none is a sequence number): an entry of an
+    offset Spark logged from its last committed batch on that carries a tip time (`ShardState.tip_ms`),
+    and, under `meta` (the metadataPath), a batch-end record or a quiet note of a batch from then on
+    that says so (a restart plans from them too: under asynchronous progress tracking a batch's record
+    can say the tip while Spark's log does not have the next offset yet; found by the chaos run of
+    2026-11-29, whose age-out fault trimmed records behind such a tip). Every record of such a shard
+    after that position arrived after the tip was seen (within the margin of a read's timing: an
+    enhanced fan-out event is a second old when it says the tip), so in a real stream none of them can
+    age out within the retention."""
     from pyspark_kinesis.source.state.offsets import SourceOffset
 
     logged = sorted(_numbered(checkpoint / "offsets"))
@@ -90,6 +95,13 @@ def tip_positions(checkpoint: Path) -> dict[str, str | None]:
     first = max(done) if done else (logged[0] if logged else 0)
     tipped: set[str] = set()
     smallest: dict[str, int] = {}
+
+    def saw(shard: str, seq: str | None, tip: bool) -> None:
+        if tip:
+            tipped.add(shard)
+        if seq is not None:
+            smallest[shard] = min(smallest.get(shard, int(seq)), int(seq))
+
     for batch in (b for b in logged if b >= first):
         for line in (checkpoint / "offsets" / str(batch)).read_text().splitlines()[2:]:
             data = json.loads(line) if line.startswith("{") else None
@@ -97,12 +109,21 @@ def tip_positions(checkpoint: Path) -> dict[str, str | None]:
                 continue  # another source's offset (the two-source shape)
             for shards in SourceOffset.from_json(data).streams.values():
                 for shard, state in shards.items():
-                    if state.tip_ms:
-                        tipped.add(shard)
-                    if state.position.seq is not None:
-                        smallest[shard] = min(
-                            smallest.get(shard, int(state.position.seq)), int(state.position.seq)
-                        )
+                    saw(shard, state.position.seq, bool(state.tip_ms))
+    for folder in sorted(meta.glob("*/batch-*")) if meta is not None else []:
+        if int(folder.name.split("-")[1]) < first:
+            continue
+        for path in sorted(folder.glob("task-*.json")) + sorted(folder.glob("quiet-*.json")):
+            try:
+                streams = json.loads(path.read_text())["streams"]
+            except (OSError, ValueError, KeyError):
+                continue  # (being written)
+            for shards in streams.values():
+                for shard, entry in shards.items():
+                    if isinstance(entry, list):  # a quiet note: [position, when]
+                        saw(shard, entry[0].get("seq"), True)
+                    elif entry.get("tip"):
+                        saw(shard, entry["end"].get("seq"), True)
     return {shard: (str(smallest[shard]) if shard in smallest else None) for shard in tipped}
 
 

@@ -288,7 +288,7 @@ class ChaosRun:
             time.sleep(0.2)
         if not later:
             return None
-        at_tip = tip_positions(self.work / "cp")
+        at_tip = tip_positions(self.work / "cp", self.work / "meta")
         lossy = sorted(shard for shard in later if shard not in at_tip)
         if lossy:
             shard = self.rng.choice(lossy)

@@ -56,3 +56,27 @@ def test_a_tip_at_the_committed_position_counts(tmp_path: Path) -> None:
 
 def test_a_checkpoint_without_offsets_has_no_tip(tmp_path: Path) -> None:
     assert tip_positions(tmp_path) == {}
+
+
+def test_a_batch_end_record_or_quiet_note_that_says_the_tip_counts_too(tmp_path: Path) -> None:
+    """Under asynchronous progress tracking a batch's record can say the tip before Spark's log holds
+    the offset that carries it, and a restart plans from the record (found by the chaos run of
+    2026-11-29: the age-out fault trimmed records behind such a tip, and the query rightly said nothing)."""
+    checkpoint, meta = tmp_path / "cp", tmp_path / "meta"
+    log_offset(checkpoint, 2, {"shardId-2": ShardState(Position.after("300"))})
+    commit(checkpoint, 1)
+    folder = meta / ("0" * 32) / "batch-000000000002"
+    folder.mkdir(parents=True)
+    end = {"start": Position.after("300").to_json(), "end": Position.after("340").to_json(), "tip": True}
+    (folder / "task-00000.json").write_text(json.dumps({"streams": {ARN: {"shardId-2": end}}}))
+    (folder / "task-00001.json").write_text(
+        json.dumps({"streams": {ARN: {"shardId-3": {**end, "tip": False}}}})
+    )
+    (folder / "quiet-000000000009.json").write_text(
+        json.dumps({"streams": {ARN: {"shardId-4": [Position.after("77").to_json(), 9]}}})
+    )
+    old = meta / ("0" * 32) / "batch-000000000000"  # (before the last commit: not where a restart starts)
+    old.mkdir(parents=True)
+    (old / "task-00000.json").write_text(json.dumps({"streams": {ARN: {"shardId-5": end}}}))
+    assert tip_positions(checkpoint) == {}
+    assert tip_positions(checkpoint, meta) == {"shardId-2": "300", "shardId-4": "77"}

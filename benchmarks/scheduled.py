@@ -1,0 +1,205 @@
+"""What a scheduled job pays: a `trigger(availableNow=True)` query started in a fresh driver process
+(the JVM's start, Spark's Python workers and the connector's imports included), beside the same query
+run again in a session that already ran one (the back-to-back figure of sections 7 and 8).
+
+Why: a job started every few minutes by a scheduler pays everything a fresh process costs on every
+run, and the back-to-back fixed cost (about 1.3 CPU-s) says nothing of it. Both are measured the same
+way here: the job is a child process (`python -m benchmarks.scheduled JOB`) whose whole tree the
+meter counts (benchmarks/process_cpu.py), from a "go" on its stdin to its exit (fresh) or to its
+"done" (warm: the process had run the same query once before the "go"). Nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.local_setup import create_stream, environment
+from benchmarks.process_cpu import ROLES, ProcessMeter, Usage
+from benchmarks.report import Spread, machine
+
+WAIT_S = 600  # one job's bound
+
+
+@dataclass
+class JobRun:
+    fresh: bool
+    usage: Usage
+    wall_s: float
+    rows: int
+
+
+def _job(config: dict[str, Any]) -> None:
+    """The child: wait for "go", run the query (a warm one runs it once before), say "done", end."""
+    from benchmarks.local_setup import spark_session
+
+    def read(spark: Any) -> int:
+        query = (
+            spark.readStream.format("kinesis")
+            .option("streamName", config["stream"])
+            .option("region", "us-east-1")
+            .option("endpointUrl", config["endpoint"])
+            .option("startingPosition", "TRIM_HORIZON")
+            .option("metadataPath", config["metadata"])
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", config["checkpoint"])
+            .trigger(availableNow=True)
+            .start()
+        )
+        if not query.awaitTermination(WAIT_S) or query.exception() is not None:
+            raise RuntimeError(f"the job's query did not end well: {query.exception()}")
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    spark = None
+    if not config["fresh"]:
+        spark = spark_session()
+        read(spark)
+        print("ready", flush=True)
+    sys.stdin.readline()  # (go)
+    if spark is None:
+        spark = spark_session()
+    rows = read(spark)
+    print(f"done {rows}", flush=True)
+    sys.stdin.readline()  # (end: the warm measurement stops at "done", before Spark's stop)
+    spark.stop()
+
+
+def _put_one_per_shard(client: Any, stream: str) -> int:
+    shards = client.list_shards(StreamName=stream)["Shards"]
+    for shard in shards:
+        client.put_record(
+            StreamName=stream,
+            Data=b"x" * 1000,
+            PartitionKey="k",
+            ExplicitHashKey=shard["HashKeyRange"]["StartingHashKey"],
+        )
+    return len(shards)
+
+
+def _show(values: list[float], digits: int) -> str:
+    spread = Spread(values)
+    return f"{spread.median:,.{digits}f} ({spread.samples[0]:,.{digits}f}-{spread.samples[-1]:,.{digits}f})"
+
+
+def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobRun, int]:
+    """One job measured; `before_go` puts its records (after a warm job's first query) and says how
+    many."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.scheduled", json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        if not config["fresh"] and child.stdout.readline().strip() != "ready":
+            raise RuntimeError("the warm job did not get ready")
+        put = before_go()
+        with ProcessMeter(root=child.pid) as meter:
+            start = time.perf_counter()
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            done = child.stdout.readline().split()
+            if config["fresh"]:  # (to its very end: Spark's stop and the JVM's exit are the job's too)
+                child.stdin.write("end\n")
+                child.stdin.flush()
+                _until_exited(child.pid)
+            wall = time.perf_counter() - start
+        if not done or done[0] != "done":
+            raise RuntimeError("the job failed (its output above)")
+        if not config["fresh"]:
+            child.stdin.write("end\n")
+            child.stdin.flush()
+        child.wait(timeout=WAIT_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=60)
+    return JobRun(config["fresh"], meter.usage, wall, int(done[1])), put
+
+
+def _until_exited(pid: int) -> None:
+    """Until the child is a zombie (ended, not yet reaped: the meter still reads its times)."""
+    import psutil
+
+    for _poll in range(WAIT_S * 20):
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the job did not exit")
+
+
+def run(shards: int, rounds: int, work: Path) -> list[JobRun]:
+    """`rounds` fresh jobs and `rounds` warm ones taking turns, each reading the record per shard put
+    since the last run, from one checkpoint (as a scheduled job does)."""
+    environment()
+    from benchmarks.reading import kinesis_client
+    from pyspark_kinesis.cli.local_kinesis import LocalKinesis
+
+    runs = []
+    with LocalKinesis("kinesalite") as server:
+        client = kinesis_client(server.endpoint)
+        stream = create_stream(client, shards)
+        base = {
+            "endpoint": server.endpoint,
+            "stream": stream,
+            "metadata": str(work / f"meta-{uuid.uuid4().hex[:8]}"),
+            "checkpoint": str(work / f"cp-{uuid.uuid4().hex[:8]}"),
+        }
+
+        def put() -> int:
+            return _put_one_per_shard(client, stream)
+
+        for fresh in (True, False):  # (a warm-up of each)
+            _measure({**base, "fresh": fresh}, put)
+        for _round in range(rounds):
+            for fresh in (True, False):
+                job, count = _measure({**base, "fresh": fresh}, put)
+                if job.rows != count:
+                    raise RuntimeError(f"a job read {job.rows} rows, {count} were put since the last run")
+                runs.append(job)
+    return runs
+
+
+def markdown(runs: list[JobRun], shards: int, command: str) -> str:
+    lines = [
+        "### A scheduled job: a fresh driver process per run",
+        "",
+        f"Measured {machine()}, with `{command}`, on kinesalite: a `trigger(availableNow=True)` query into the "
+        f"noop sink over a {shards}-shard stream, one checkpoint for all runs, one 1,000 B record per shard put "
+        "before each run (what a job started every few minutes finds). `fresh`: the job in a new Python "
+        "process, measured from its start to its exit (the JVM's start and stop, the SparkSession, Spark's "
+        "Python workers, the connector's imports, the query), as a scheduler runs it; `warm`: the same query "
+        "in a process that already ran it once, from its start to its end (section 7's and 8's fixed cost is "
+        "this figure). Every process of the job's tree is counted (benchmarks/process_cpu.py); median "
+        "(lowest-highest) of the rounds.",
+        "",
+        "| run | CPU-s | "
+        + " | ".join(f"{role} CPU-s" for role in ROLES)
+        + " | wall s | busy time unexplained |",
+        "|---|---|" + "---|" * len(ROLES) + "---|---|",
+    ]
+    for fresh in (True, False):
+        mine = [r for r in runs if r.fresh == fresh]
+        cells = [_show([r.usage.total for r in mine], 2)]
+        cells += [_show([r.usage.seconds[role] for r in mine], 2) for role in ROLES]
+        cells += [_show([r.wall_s for r in mine], 1)]
+        unexplained = Spread([r.usage.unexplained / max(r.usage.busy, 1e-9) * 100 for r in mine])
+        cells += [f"{unexplained.median:+.1f}%"]
+        lines.append(f"| {'fresh' if fresh else 'warm'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    _job(json.loads(sys.argv[1]))

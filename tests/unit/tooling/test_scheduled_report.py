@@ -1,0 +1,40 @@
+"""The scheduled-job and TLS sections of docs/performance.md (benchmarks/scheduled.py, reading.py):
+what they say follows what ran."""
+
+from __future__ import annotations
+
+from benchmarks.process_cpu import DRIVER_PYTHON, JVM, Usage
+from benchmarks.reading import ThroughputRow, markdown_throughput
+from benchmarks.report import Spread
+from benchmarks.scheduled import JobRun, markdown
+
+
+def _run(fresh: bool, jvm: float, driver: float, wall: float) -> JobRun:
+    usage = Usage()
+    usage.seconds[JVM], usage.seconds[DRIVER_PYTHON] = jvm, driver
+    usage.busy = jvm + driver
+    return JobRun(fresh, usage, wall, 4)
+
+
+def test_the_fresh_and_warm_rows_are_the_medians_of_their_own_runs():
+    runs = [_run(True, 8.0, 2.0, 12.0), _run(False, 1.0, 0.3, 2.0), _run(True, 9.0, 3.0, 14.0)]
+    runs.append(_run(False, 1.2, 0.2, 2.5))
+    text = markdown(runs, 4, "bash scripts/bench.sh scheduled")
+    fresh = next(line for line in text.splitlines() if line.startswith("| fresh"))
+    warm = next(line for line in text.splitlines() if line.startswith("| warm"))
+    assert fresh.startswith("| fresh | 11.00 (10.00-12.00) | 8.50 (8.00-9.00) |")
+    assert warm.startswith("| warm | 1.35 (1.30-1.40) | 1.10 (1.00-1.20) |")
+    assert "13.0 (12.0-14.0)" in fresh and "+0.0%" in fresh
+
+
+def test_the_tls_section_says_https_and_names_its_command():
+    row = ThroughputRow(4, 1000, 100, Spread([1.0, 1.2]), Spread([1.1, 1.3]), 2.0, 1000)
+    plain = markdown_throughput([row], None, "bash scripts/bench.sh read")
+    tls = markdown_throughput([row], None, "bash scripts/bench.sh read --tls", tls=True)
+    assert plain.startswith("## 2. End to end") and "HTTPS" not in plain
+    assert (
+        tls.startswith("### Over TLS")
+        and "serving HTTPS" in tls
+        and "`bash scripts/bench.sh read --tls`" in tls
+    )
+    assert tls.count("(") == tls.count(")")
