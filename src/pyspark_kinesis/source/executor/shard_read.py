@@ -224,8 +224,8 @@ class ShardRead:
             )
         if start_gone:
             self.policy.aged_out(what)
-        elif self.until is None:
-            self.policy.loss(what)
+        elif self.until is None:  # (gone between two calls of this read: as unknown what came after)
+            self.policy.loss(what, certain=False)
         self.anchor = None
         if not exists:
             self.closed = True

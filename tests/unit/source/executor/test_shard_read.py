@@ -393,3 +393,11 @@ def test_consumer_types_the_option_accepts_are_the_ways_of_reading():
     from pyspark_kinesis.source.options import KNOWN_OPTIONS
 
     assert set(KNOWN_OPTIONS["consumerType"].choices or ()) == set(modes.MODES)
+
+
+def test_a_position_gone_between_two_calls_of_a_read_is_a_possible_loss():
+    """A read that took records and then met its position gone cannot tell either whether anything came
+    between it and the oldest record left: the message says records may have been lost."""
+    script = [page([8, 9], behind_ms=5_000), Fault(FaultKind.GONE), page([12], behind_ms=0)]
+    with pytest.raises(DataLossError, match="may be too, so records may have been lost"):
+        read(ScriptedPages(script), Position.after("7"))
