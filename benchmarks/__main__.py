@@ -389,6 +389,9 @@ def bench_cpu(
     ),
     rounds: int = typer.Option(3, min=1, max=20, help="Rounds of loop and warm query per configuration."),
     option: list[str] | None = _EXTRA_OPTION,
+    tls: bool = typer.Option(
+        False, "--tls", help="The server serves HTTPS, as Kinesis does (its own section)."
+    ),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """CPU per MB of every Spark process (split by role) against a boto3 loop, and shards per core."""
@@ -406,7 +409,7 @@ def bench_cpu(
         raise typer.BadParameter("--option takes KEY=VALUE")
     extra = dict(o.split("=", 1) for o in option or [])
     with tempfile.TemporaryDirectory(prefix="bench-cpu-") as work:
-        rows, cold_s = cpu.run_cpu(server, size_list, counts, mb, rounds, Path(work), extra)
+        rows, cold_s = cpu.run_cpu(server, size_list, counts, mb, rounds, Path(work), extra, tls)
     table = Table(title=f"CPU per MB on {server}: median (lowest-highest) over {rounds} rounds")
     for column in cpu.HEADER:
         table.add_column(column)
@@ -419,10 +422,13 @@ def bench_cpu(
         f"bash scripts/bench.sh cpu --server {server} --sizes {','.join(map(str, size_list))} "
         f"--shards {','.join(map(str, counts))} --mb {mb:g} --rounds {rounds}"
         + "".join(f" --option {k}={v}" for k, v in extra.items())
+        + (" --tls" if tls else "")
     )  # (printed above the figures: the exact command that regenerates them)
     if write:
         report.write_section(
-            write, cpu.section_name(server, extra, mb), cpu.markdown_cpu(rows, cold_s, command, extra)
+            write,
+            cpu.section_name(server, extra, mb, tls),
+            cpu.markdown_cpu(rows, cold_s, command, extra, tls),
         )
     flagged = sum(row.unexplained()[1] for row in rows)
     if flagged:  # a lost process, or another load on the machine: the figures above do not hold

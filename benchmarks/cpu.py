@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import child_env
-from benchmarks.local_setup import environment, put_all, spark_session
+from benchmarks.local_setup import environment, put_all, spark_session, trusted_certificate
 from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, ProcessMeter, Usage
 from benchmarks.report import Spread, machine
 
@@ -157,15 +157,17 @@ def run_loop(endpoint: str, stream: str, expected: int) -> tuple[float, float]:
 
 # -- the streams -------------------------------------------------------------------------------------
 @contextmanager
-def memory_stream(shards: int, records: int, size: int) -> Iterator[tuple[str, str, int]]:
+def memory_stream(
+    shards: int, records: int, size: int, tls: tuple[str, str] | None = None
+) -> Iterator[tuple[str, str, int]]:
     """The benchmark server in its own process, holding one stream; yields (endpoint, stream, the
-    server's pid)."""
+    server's pid). With `tls` (key, certificate) it serves HTTPS."""
     from benchmarks.memory_server import STREAM
 
     per_shard = records // shards
     server = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.memory_server", "--shards", str(shards),
-         "--records", str(per_shard), "--size", str(size)],
+         "--records", str(per_shard), "--size", str(size), *(("--tls", *tls) if tls else ())],
         env=child_env(),
         stdout=subprocess.PIPE,
         text=True,
@@ -175,21 +177,21 @@ def memory_stream(shards: int, records: int, size: int) -> Iterator[tuple[str, s
         line = server.stdout.readline()  # the server prints its port once its records are made
         if not line.startswith("PORT "):
             raise RuntimeError(f"the benchmark server did not start (exit {server.poll()})")
-        yield f"http://127.0.0.1:{line.split()[1]}", STREAM, server.pid
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{line.split()[1]}", STREAM, server.pid
     finally:
         server.terminate()
         server.wait(30)
 
 
 @contextmanager
-def kinesalite_streams() -> Iterator[Any]:
-    """kinesalite, and a function that fills a fresh stream and yields (endpoint, stream, the server's
-    pid)."""
+def kinesalite_streams(tls: tuple[str, str] | None = None) -> Iterator[Any]:
+    """kinesalite (serving HTTPS with `tls`), and a function that fills a fresh stream and yields
+    (endpoint, stream, the server's pid)."""
     from benchmarks.local_setup import create_stream
     from benchmarks.reading import kinesis_client
     from pyspark_kinesis.cli.local_kinesis import LocalKinesis
 
-    with LocalKinesis("kinesalite") as server:
+    with LocalKinesis("kinesalite", tls=tls) as server:
         client = kinesis_client(server.endpoint)
 
         @contextmanager
@@ -212,15 +214,19 @@ def run_cpu(
     rounds: int,
     work: Path,
     options: dict[str, str] | None = None,
+    tls: bool = False,
 ) -> tuple[list[CpuRow], float]:
-    """Every configuration's rows; also the first query's wall seconds (the session's cold start)."""
+    """Every configuration's rows; also the first query's wall seconds (the session's cold start).
+    With `tls` the server serves HTTPS, trusted by every process (`trusted_certificate`, made before
+    Spark starts so that its processes inherit it)."""
     from benchmarks.reading import connector_read
 
     environment()
+    certificate = trusted_certificate(str(work)) if tls else None
     spark = spark_session()
     cold_s = -1.0
     try:
-        with _streams(server) as open_stream:
+        with _streams(server, certificate) as open_stream:
             rows = []
             for size in sizes:
                 for shards in shard_counts:
@@ -292,11 +298,11 @@ def _noted(usage: Usage, what: str) -> Usage:
 
 
 @contextmanager
-def _streams(server: str) -> Iterator[Any]:
+def _streams(server: str, tls: tuple[str, str] | None) -> Iterator[Any]:
     if server == "memory":
-        yield memory_stream
+        yield partial(memory_stream, tls=tls)
     else:
-        with kinesalite_streams() as stream:
+        with kinesalite_streams(tls) as stream:
             yield stream
 
 
@@ -407,7 +413,7 @@ def _show(spread: Spread, digits: int = 1) -> str:
 
 
 def markdown_cpu(
-    rows: list[CpuRow], cold_s: float, command: str, options: dict[str, str] | None = None
+    rows: list[CpuRow], cold_s: float, command: str, options: dict[str, str] | None = None, tls: bool = False
 ) -> str:
     server = rows[0].server
     title = {
@@ -419,6 +425,8 @@ def markdown_cpu(
         title += f", {rows[0].megabytes:,.0f} MB per query"
     if options:
         title += ", with " + ", ".join(f"`{k}={v}`" for k, v in options.items())
+    if tls:
+        title = "### Over TLS" + (f", with {title.split(', with ', 1)[1]}" if options else "")
     where = {
         "memory": "the benchmark server (`benchmarks/memory_server.py`, its own process: GetRecords "
         "answered with pre-encoded records from memory, in the real wire format, at a small fraction of "
@@ -429,7 +437,14 @@ def markdown_cpu(
     lines = [
         title,
         "",
-        f"Measured {machine()}, with `{command}`, against {where}. Per "
+        f"Measured {machine()}, with `{command}`, against {where}"
+        + (
+            ", serving HTTPS as Kinesis does (a self-signed certificate for 127.0.0.1 that every process "
+            "trusts by AWS_CA_BUNDLE: the loop and the connector both pay TLS on every connection)"
+            if tls
+            else ""
+        )
+        + ". Per "
         f"record size and shard count one stream holds {rows[0].megabytes:,.0f} MB of payload, and a "
         "second one of the same shape one record per shard; after a warm-up read of each, in each of "
         f"{len(rows[0].spark)} rounds a boto3 loop (its own process; one thread per shard, GetRecords Limit "
@@ -476,8 +491,11 @@ def markdown_cpu(
     return "\n".join(lines) + "\n"
 
 
-def section_name(server: str, options: dict[str, str] | None, mb: float = DEFAULT_MB) -> str:
-    """Each server, volume and set of extra options has its own section of docs/performance.md."""
+def section_name(
+    server: str, options: dict[str, str] | None, mb: float = DEFAULT_MB, tls: bool = False
+) -> str:
+    """Each server, volume, transport and set of extra options has its own section of docs/performance.md."""
     suffix = "" if mb == DEFAULT_MB else f"-{mb:g}mb"
+    suffix += "-tls" if tls else ""
     suffix += "".join(f"-{k}-{v}" for k, v in sorted((options or {}).items()))
     return f"bench-cpu-{server}{suffix}"

@@ -13,7 +13,7 @@ It keeps Kinesis' per-call limits (10,000 records, 10 MB) and its caught-up sign
 0 at the end of a shard); it has no read quota, no authentication and no writes. Never a test fixture
 and never for production: only `bash scripts/bench.sh cpu --server memory` starts it, on 127.0.0.1.
 
-Run: python -m benchmarks.memory_server --shards 4 --records 100000 --size 1000
+Run: python -m benchmarks.memory_server --shards 4 --records 100000 --size 1000 [--tls KEY CERT]
 It prints `PORT <n>` once it listens.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -158,6 +159,10 @@ class Handler(BaseHTTPRequestHandler):
         ).encode()
         # One gathered send of the head and the body's slices: no copy of the records, one packet train.
         pending = [memoryview(head), *(memoryview(p) for p in parts)]
+        if isinstance(self.connection, ssl.SSLSocket):  # (TLS has no gathered send: one write per part)
+            for part in pending:
+                self.connection.sendall(part)
+            return
         while pending:
             sent = self.connection.sendmsg(pending)
             while pending and sent >= len(pending[0]):
@@ -176,10 +181,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, required=True, help="records per shard")
     parser.add_argument("--size", type=int, required=True, help="payload bytes per record")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument(
+        "--tls", nargs=2, metavar=("KEY", "CERT"), help="serve HTTPS with this key and certificate"
+    )
     args = parser.parse_args(argv)
     Handler.stream = Stream(args.shards, args.records, args.size)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    if args.tls:  # (OpenSSL does the encryption: the server's own cost stays far below a reader's)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certfile=args.tls[1], keyfile=args.tls[0])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(f"PORT {server.server_address[1]}", flush=True)
     try:
         server.serve_forever()

@@ -92,6 +92,9 @@ def _show(values: list[float], digits: int) -> str:
 def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobRun, int]:
     """One job measured; `before_go` puts its records (after a warm job's first query) and says how
     many."""
+    import psutil
+
+    others = {child.pid for child in psutil.Process().children()}
     child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.scheduled", json.dumps(config)],
         stdin=subprocess.PIPE,
@@ -111,7 +114,7 @@ def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobR
             if config["fresh"]:  # (to its very end: Spark's stop and the JVM's exit are the job's too)
                 child.stdin.write("end\n")
                 child.stdin.flush()
-                _until_exited(child.pid)
+                _until_exited(child.pid, others)
             wall = time.perf_counter() - start
         if not done or done[0] != "done":
             raise RuntimeError("the job failed (its output above)")
@@ -126,18 +129,22 @@ def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobR
     return JobRun(config["fresh"], meter.usage, wall, int(done[1])), put
 
 
-def _until_exited(pid: int) -> None:
-    """Until the child is a zombie (ended, not yet reaped: the meter still reads its times)."""
+def _until_exited(pid: int, others: set[int]) -> None:
+    """Until the job and every process it left behind have ended: the job's JVM outlives its Python by
+    a moment and is then this process's (the meter makes it a child subreaper), so all of this
+    process's children but `others` (the local server) must be zombies (ended, not yet reaped: the
+    meter still reads their times)."""
     import psutil
 
     for _poll in range(WAIT_S * 20):
+        children = [child for child in psutil.Process().children() if child.pid not in others]
         try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            if all(child.status() == psutil.STATUS_ZOMBIE for child in children):
                 return
         except psutil.NoSuchProcess:
-            return
+            pass  # (one was reaped meanwhile: look again)
         time.sleep(0.05)
-    raise RuntimeError("the job did not exit")
+    raise RuntimeError(f"job {pid} or a process it started did not exit")
 
 
 def run(shards: int, rounds: int, work: Path) -> list[JobRun]:
@@ -179,9 +186,10 @@ def markdown(runs: list[JobRun], shards: int, command: str) -> str:
         f"Measured {machine()}, with `{command}`, on kinesalite: a `trigger(availableNow=True)` query into the "
         f"noop sink over a {shards}-shard stream, one checkpoint for all runs, one 1,000 B record per shard put "
         "before each run (what a job started every few minutes finds). `fresh`: the job in a new Python "
-        "process, measured from its start to its exit (the JVM's start and stop, the SparkSession, Spark's "
-        "Python workers, the connector's imports, the query), as a scheduler runs it; `warm`: the same query "
-        "in a process that already ran it once, from its start to its end (section 7's and 8's fixed cost is "
+        "process, measured from its go (the interpreter up, nothing of Spark's loaded) to the exit of every "
+        "process it started (the JVM's start and stop, the SparkSession, Spark's Python workers, the "
+        "connector's imports, the query), as a scheduler runs it; `warm`: the same query in a process that "
+        "already ran it once, from its start to its end (section 7's and 8's fixed cost is "
         "this figure). Every process of the job's tree is counted (benchmarks/process_cpu.py); median "
         "(lowest-highest) of the rounds.",
         "",

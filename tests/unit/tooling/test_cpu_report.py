@@ -42,6 +42,15 @@ def test_the_section_prints_the_command_that_regenerates_it():
     assert f"with `{command}`" in text and "busy time" in text
 
 
+def test_the_tls_figures_have_their_own_section_that_says_https():
+    command = "bash scripts/bench.sh cpu --server memory --sizes 1000 --shards 4 --mb 1000 --rounds 3 --tls"
+    assert cpu.section_name("memory", {}, 1000, tls=True) == "bench-cpu-memory-1000mb-tls"
+    assert cpu.section_name("memory", {}, 1000) == "bench-cpu-memory-1000mb"
+    text = cpu.markdown_cpu([row()], 5.0, command, tls=True)
+    assert text.startswith("### Over TLS\n") and "serving HTTPS" in text and f"with `{command}`" in text
+    assert "serving HTTPS" not in cpu.markdown_cpu([row()], 5.0, command)
+
+
 class _Meter:
     """A meter that records when it measures (the round's order is what the test checks)."""
 
