@@ -92,7 +92,7 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "Fault kinds: `proxy throttle/internal/unavailable/expired/reset` on GetRecords (reset: a body cut off "
         "mid-way, short of its Content-Length: a closed connection that botocore and the read loop retry); `proxy limit/internal` on ListShards and "
         "GetShardIterator; `proxy subscribe in_use/limit/internal` refused SubscribeToShard calls (efo runs); `proxy "
-        "subscription ended/reset` every subscription ended by the proxy after 5-20 events, cleanly as Kinesis "
+        "subscription ended/reset` every subscription ended by the proxy after 3-8 events, cleanly as Kinesis "
         "ends each one after 5 minutes or with a TCP reset in the middle of an event (efo runs); `KPL misplaced "
         "record` user records the producer put, every 3rd to 6th chunk, as a KPL with a stale shard map puts "
         "them: in one aggregate (aws-kinesis-agg) with a random explicit hash key, landing in a shard whose hash "
