@@ -493,6 +493,7 @@ class ChaosRun:
                     self.result.faults[f"proxy {kind}"] += count
                 if proxy.rules is not None:
                     self.result.violations.update(proxy.rules.violations)
+                    self.result.collisions.update(proxy.rules.collisions)
                     for line in proxy.rules.details:
                         print(f"chaos run {self.plan.index}: {line}", file=sys.stderr)
             self._check(producer.acknowledged, kin)

@@ -191,6 +191,9 @@ class Result:
     # The service's quotas and rules the connector broke, by rule (the proxy's strict mode: throttles
     # and refusals Kinesis would have answered). Any fails the run: the connector must keep them.
     violations: Counter[str] = field(default_factory=Counter)
+    # SubscribeToShard refusals of one process's call just after another's (service_rules.collisions):
+    # the service arbitrates them and the reader retries; shown, not failing the run.
+    collisions: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     error: str = ""
 

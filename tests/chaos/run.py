@@ -118,7 +118,14 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         "docs/testing.md): it keeps the service's quotas and rules (GetRecords and GetShardIterator rates and "
         "read bytes per shard, page sizes, iterator expiry, ListShards and DescribeStreamSummary rates, the "
         "SubscribeToShard rules), answers a broken one as Kinesis does, and counts it in `quota "
-        "violations` (listed per rule below; the injected faults above are not counted there).",
+        "violations` (listed per rule below; the injected faults above are not counted there). A "
+        "SubscribeToShard refused only because another process (another executor's fan-out agent, a "
+        "speculative attempt, a killed executor's replacement) subscribed to the shard just before, or a "
+        "shard's GetRecords or GetShardIterator rate broken only by two readers' calls together (a "
+        "speculative attempt reading beside the first), is counted apart, as `collisions`: Kinesis refuses "
+        "or throttles and neither process can know of the other, so the reader must take the refusal and "
+        "try again; one process breaking a rule by its own calls (the planner's looks counted with them) "
+        "is a violation.",
         "",
         *by_kind(results),
         "",
@@ -131,8 +138,8 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
         + " | ".join(kinds)
         + " | faults | misplaced records | put | read | "
         "lost | duplicated | order | lineage | server lost | aged out | driver exits | missed | undelivered | "
-        "quota violations | result |",
-        "|" + "---|" * (len(kinds) + 22),
+        "quota violations | collisions | result |",
+        "|" + "---|" * (len(kinds) + 23),
     ]
     for r in results:
         p = r.plan
@@ -144,12 +151,14 @@ def markdown(results: list[Result], seed: int, seconds: float) -> str:
             f"{r.order_violations} | {r.lineage_violations} | {r.server_lost} | "
             f"{r.aged_out} ({r.loss_warnings} reported"
             f"{'; shards not reported: ' + ', '.join(r.unreported) if r.unreported else ''}) | {r.unplanned_exits} | "
-            f"{len(r.missed)} | {', '.join(r.undelivered) or 0} | {sum(r.violations.values())} | {r.verdict()} |"
+            f"{len(r.missed)} | {', '.join(r.undelivered) or 0} | {sum(r.violations.values())} | "
+            f"{sum(r.collisions.values())} | {r.verdict()} |"
         )
     lines += ["", "## Quota violations (strict mode)", ""]
     for r in results:
         broken = ", ".join(f"{rule}: {n}" for rule, n in sorted(r.violations.items())) or "none"
-        lines.append(f"- run {r.plan.index}: {broken}")
+        collided = ", ".join(f"{rule}: {n}" for rule, n in sorted(r.collisions.items()))
+        lines.append(f"- run {r.plan.index}: {broken}" + (f" (collisions: {collided})" if collided else ""))
     lines += ["", "## What each scheduled fault hit", ""]
     for r in results:
         lines.append(f"- run {r.plan.index}: " + "; ".join(r.hits + [f"MISSED {m}" for m in r.missed]))

@@ -55,6 +55,12 @@ class ServiceRules:
         self.iterators: dict[str, float] = {}  # iterator -> when it was handed out
         self.subscribed: dict[tuple[str, str], tuple[float, float]] = {}  # -> (last call, last success)
         self.violations: Counter[str] = Counter()
+        # SubscribeToShard rules broken only because another process (another executor's agent, a
+        # speculative attempt, a killed one's replacement) called or succeeded just before, and a
+        # shard's read rates broken only by two processes' calls together: Kinesis refuses or
+        # throttles, and nothing in either process can know of the other; the reader must take the
+        # refusal and try again. Refused as Kinesis does, counted apart from `violations`.
+        self.collisions: Counter[str] = Counter()
         # Each broken rate or SubscribeToShard rule with who made the call and the calls it collided with
         # (callers as their User-Agent names them: role and pid), so a run's log says whose calls they were.
         self.details: list[str] = []
@@ -90,12 +96,23 @@ class ServiceRules:
                     calls.popleft()
                     callers.popleft()
                 if len(calls) >= limit:
-                    kind = THROTTLED if operation in ("GetRecords", "GetShardIterator") else LIMITED
+                    per_shard = operation in ("GetRecords", "GetShardIterator")
+                    kind = THROTTLED if per_shard else LIMITED
                     rule = f"{operation} over {limit}/s per {_per}"
+                    # A shard's reads by two processes at once (a speculative attempt beside the first,
+                    # a task moved off a killed executor) where the caller's own calls keep the rate: a
+                    # collision Kinesis throttles and both readers back off from (see `collisions`).
+                    # (the planner's looks count as the caller's own: one design paces them together)
+                    own = sum(c == caller or not c.startswith("reader") for c in callers)
+                    other = per_shard and caller.startswith("reader") and own < limit
                     self.details.append(
-                        f"{rule}: {scope or '(account)'} by {caller or '?'}; the second's calls by "
+                        f"{rule}{' (other processes in the second: a collision)' if other else ''}: "
+                        f"{scope or '(account)'} by {caller or '?'}; the second's calls by "
                         f"{', '.join(c or '?' for c in callers)}"
                     )
+                    if other:
+                        self.collisions[rule] += 1
+                        return 400, kind, f"{rule} (strict test mode)"
                     return self._broken(rule, 400, kind)
                 calls.append(now)
                 callers.append(caller)
@@ -111,16 +128,21 @@ class ServiceRules:
             call_by, ok_by = self._subscribe_callers.get((consumer, shard), ("", ""))
             self.subscribed[(consumer, shard)] = (now, last_ok)
             self._subscribe_callers[(consumer, shard)] = (caller, ok_by)
-            rule, kind = "", ""
+            rule, kind, by = "", "", ""
             if now - last_call < 1.0:
-                rule, kind = "SubscribeToShard more than once a second", LIMITED
+                rule, kind, by = "SubscribeToShard more than once a second", LIMITED, call_by
             elif now - last_ok < 5.0:
-                rule, kind = "SubscribeToShard within 5 s of a success", "ResourceInUseException"
+                rule, kind, by = "SubscribeToShard within 5 s of a success", "ResourceInUseException", ok_by
             if rule:
+                other = bool(caller and by and caller != by)
                 self.details.append(
-                    f"{rule}: {shard} by {caller or '?'}; last call {now - last_call:.2f} s before by "
-                    f"{call_by or '?'}, last success {now - last_ok:.2f} s before by {ok_by or '?'}"
+                    f"{rule}{' (another process before it: a collision)' if other else ''}: {shard} by "
+                    f"{caller or '?'}; last call {now - last_call:.2f} s before by {call_by or '?'}, last "
+                    f"success {now - last_ok:.2f} s before by {ok_by or '?'}"
                 )
+                if other:
+                    self.collisions[rule] += 1
+                    return 400, kind, f"{rule} (strict test mode)"
                 return self._broken(rule, 400, kind)
         return None
 

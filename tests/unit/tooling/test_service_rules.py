@@ -104,11 +104,31 @@ def test_a_broken_subscribe_rule_says_whose_calls_collided():
     clock.now += 0.5
     assert rules.subscribe_refusal("c", "s", "reader 11") is not None
     assert rules.details == [
-        "SubscribeToShard within 5 s of a success: s by reader 22; last call 2.00 s before by reader 11, "
-        "last success 2.00 s before by reader 11",
-        "SubscribeToShard more than once a second: s by reader 11; last call 0.50 s before by reader 22, "
-        "last success 2.50 s before by reader 11",
+        "SubscribeToShard within 5 s of a success (another process before it: a collision): s by reader 22; "
+        "last call 2.00 s before by reader 11, last success 2.00 s before by reader 11",
+        "SubscribeToShard more than once a second (another process before it: a collision): s by reader 11; "
+        "last call 0.50 s before by reader 22, last success 2.50 s before by reader 11",
     ]
+
+
+def test_a_rule_broken_after_another_process_is_a_collision_after_its_own_a_violation():
+    """Kinesis refuses the second of two processes' calls, and neither can know of the other (another
+    executor's agent, a speculative attempt, a killed one's replacement): a collision, refused but not
+    the reader's fault. After its own call or success the reader knows better: a violation (the chaos
+    run of 2026-11-29, seed 9, run 4: 17 collisions under speculation and executor kills, no violation)."""
+    clock = Clock()
+    rules = ServiceRules(clock)
+    assert rules.subscribe_refusal("c", "s", "reader 11") is None
+    rules.subscribe_succeeded("c", "s")
+    clock.now += 2.0
+    assert rules.subscribe_refusal("c", "s", "reader 22")[1] == "ResourceInUseException"
+    assert dict(rules.collisions) == {"SubscribeToShard within 5 s of a success": 1} and not rules.violations
+    clock.now += 1.5
+    assert rules.subscribe_refusal("c", "s", "reader 11")[1] == "ResourceInUseException"  # (its own success)
+    assert dict(rules.violations) == {"SubscribeToShard within 5 s of a success": 1}
+    clock.now += 0.5
+    assert rules.subscribe_refusal("c", "s", "reader 11")[1] == "LimitExceededException"  # (its own call)
+    assert sum(rules.violations.values()) == 2 and sum(rules.collisions.values()) == 1
 
 
 def test_a_broken_rate_names_the_callers_of_its_second():
@@ -119,6 +139,29 @@ def test_a_broken_rate_names_the_callers_of_its_second():
         clock.now += 0.1
     assert rules.refusal("GetShardIterator", "s", {}, "reader 4") is not None
     assert rules.details == [
-        "GetShardIterator over 5/s per shard: s by reader 4; the second's calls by reader 1, reader 2, "
-        "reader 1, planner 3, reader 2"
+        "GetShardIterator over 5/s per shard (other processes in the second: a collision): s by reader 4; "
+        "the second's calls by reader 1, reader 2, reader 1, planner 3, reader 2"
     ]
+
+
+def test_a_shards_rate_broken_only_by_two_processes_together_is_a_collision():
+    """A speculative attempt reads the shard beside the first one (the chaos run of 2026-11-29, seed 9,
+    run 7: 2 + 3 calls in a second by two readers): each keeps the rate, the service throttles the sum.
+    One process alone over the rate is a violation."""
+    clock = Clock()
+    rules = ServiceRules(clock)
+    for caller in ("reader 1", "reader 1", "reader 2", "reader 2", "reader 2"):
+        assert rules.refusal("GetRecords", "s", {}, caller) is None
+    assert rules.refusal("GetRecords", "s", {}, "reader 1")[1] == "ProvisionedThroughputExceededException"
+    assert dict(rules.collisions) == {"GetRecords over 5/s per shard": 1} and not rules.violations
+    clock.now += 1.0
+    for _call in range(5):
+        assert rules.refusal("GetRecords", "t", {}, "reader 1") is None
+    assert rules.refusal("GetRecords", "t", {}, "reader 1") is not None
+    assert dict(rules.violations) == {"GetRecords over 5/s per shard": 1}
+    assert rules.refusal("ListShards", "orders", {}, "planner 9") is None  # (stream rates: never collisions)
+    clock.now += 1.0
+    for caller in ("planner 9", "planner 9", "planner 9", "reader 1", "reader 1"):
+        assert rules.refusal("GetRecords", "u", {}, caller) is None
+    assert rules.refusal("GetRecords", "u", {}, "reader 1") is not None  # (the looks pace with the reads)
+    assert dict(rules.violations) == {"GetRecords over 5/s per shard": 2}
