@@ -12,13 +12,15 @@ from pathlib import Path
 
 def commit() -> str:
     """The commit measured (with "+ uncommitted changes" when the work tree differs from it): figures
-    measured at different commits sit side by side on one page, and say so."""
+    measured at different commits sit side by side on one page, and say so. Changes under docs/ do not
+    count: they are the pages the commands write (a page written after each run, or a second section
+    measured after a first one was written, said "+ uncommitted changes" of the same code)."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs"],
             capture_output=True,
             text=True,
             check=True,
