@@ -1,7 +1,7 @@
 """Runs the README's and docs/' Python blocks (tests/support/snippets.py) as a user would, against a
 kinesis-local of its own: paths under a work folder, the README's endpoint made the server's. Every AWS
-endpoint is the loopback (AWS_ENDPOINT_URL: a dead port; Kinesis: the server), so a block that would
-reach further fails instead. Prints one JSON line per block: {"file", "line", "outcome"}.
+endpoint is the loopback (AWS_ENDPOINT_URL: a dead port; Kinesis: the server; S3 and CloudWatch: moto's
+server, with the docs' bucket), so a block that would reach further fails instead. Prints one JSON line per block: {"file", "line", "outcome"}.
 
 Usage: python -m tests.integration.doc_snippets_app <workdir>
 """
@@ -14,18 +14,27 @@ import sys
 import time
 import traceback
 
+from tests.localsts import LocalSts
 from tests.support.snippets import LEFT_OUT, SETUPS, snippets
 
 
-def localized(code: str, work: str, endpoint: str, n: int) -> str:
+def localized(code: str, work: str, endpoint: str, n: int, seqs: dict[str, str]) -> str:
+    """The block with its paths under the work folder, the README's endpoint the server's, and each
+    elided sequence number ("4960...") a real one of the shard its line names (`seqs`)."""
     for old, new in (
         ('"/durable/dir"', f'"{work}/meta-{n}"'),
         ('"/out"', f'"{work}/out-{n}"'),
         ('"/chk', f'"{work}/chk-{n}'),
         ("http://127.0.0.1:4567", endpoint),
+        ('"/var/lib/node_exporter/', f'"{work}/node_exporter/'),
     ):
         code = code.replace(old, new)
-    return code
+    lines = code.split("\n")
+    for index, line in enumerate(lines):
+        shard = next((sid for sid in seqs if f'"{sid}"' in line), None)
+        if shard is not None and "4960..." in line:
+            lines[index] = line.replace("4960...", seqs[shard])
+    return "\n".join(lines)
 
 
 def settle(spark) -> str | None:
@@ -46,13 +55,15 @@ def main() -> None:
     work = sys.argv[1]
     from pyspark_kinesis.cli.local_kinesis import LocalKinesis
 
-    with LocalKinesis("kinesis-local") as server:
+    with LocalKinesis("kinesis-local") as server, LocalSts() as s3:
         os.environ |= {
             "AWS_ACCESS_KEY_ID": "000000000000",
             "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
             "AWS_ENDPOINT_URL_KINESIS": server.endpoint,
+            "AWS_ENDPOINT_URL_S3": s3.endpoint,  # (metadataPath on S3: moto's server, the docs' bucket made)
+            "AWS_ENDPOINT_URL_CLOUDWATCH": s3.endpoint,  # (the lag listener's metrics: moto's server too)
             "PYSPARK_PYTHON": sys.executable,
         }
         import boto3
@@ -61,13 +72,17 @@ def main() -> None:
         import pyspark_kinesis
 
         local_client = boto3.client("kinesis")
+        boto3.client("s3").create_bucket(Bucket="my-bucket")
         for name, shards in (("orders", 3), ("orders-out", 2), ("payments", 1)):
             local_client.create_stream(StreamName=name, ShardCount=shards)
         for name in ("orders", "orders-out", "payments"):
             local_client.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 0.2})
-        local_client.put_records(
+        put = local_client.put_records(
             StreamName="orders", Records=[{"Data": b"{}", "PartitionKey": f"k{n}"} for n in range(20)]
         )
+        seqs: dict[str, str] = {}  # each shard's last record (the docs' elided "4960..." sequence numbers)
+        for record in put["Records"]:
+            seqs[record["ShardId"]] = record["SequenceNumber"]
         spark = spark_session("local[2]")
         fmt = pyspark_kinesis.register(spark)  # (registered once per session: this returns its name)
 
@@ -96,10 +111,12 @@ def main() -> None:
                     "pyspark_kinesis": pyspark_kinesis,
                     "local_client": local_client,
                     "started_query": started_query,
+                    "os": os,
+                    "work": work,
                 }
                 try:
                     exec(SETUPS[snippet.key], namespace)
-                    exec(localized(snippet.code, work, server.endpoint, n), namespace)
+                    exec(localized(snippet.code, work, server.endpoint, n, seqs), namespace)
                     error = settle(spark)
                     outcome = "ran" if error is None else "failed: " + error
                 except Exception:
