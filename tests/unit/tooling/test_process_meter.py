@@ -233,8 +233,9 @@ def test_the_meters_own_cpu_is_counted_apart_and_not_left_unexplained():
         usage = meter.usage
         assert 0.0 < usage.meter < 1.0, usage  # the sampler ran, and its CPU is known
         assert usage.seconds["JVM"] == usage.seconds["executor Python"] == 0.0
-        # (the driving process's own time stays in the total, without the sampler's)
-        assert usage.seconds["driver Python"] >= 0.0
+        # (the driving process's own time stays in the total, without the sampler's: /proc counts in
+        # clock ticks of 10 ms, the sampler's thread time exactly, so the difference may dip a tick below)
+        assert usage.seconds["driver Python"] >= -0.02
     finally:
         idle.kill()
         idle.wait(timeout=10)
