@@ -15,6 +15,18 @@ from tests.chaos.harness import ChaosRun, Plan
 pytestmark = [pytest.mark.kinesis, pytest.mark.spark, pytest.mark.slow]
 
 
+def _assert_exactly_once(result) -> None:
+    """Nothing lost, duplicated, invented, out of key order or read before its parents."""
+    counts = (
+        result.lost,
+        result.duplicated,
+        result.extra,
+        result.order_violations,
+        result.lineage_violations,
+    )
+    assert counts == (0, 0, 0, 0, 0), result
+
+
 def test_a_short_chaos_run_loses_and_repeats_nothing(tmp_path):
     plan = Plan.draw(index=1, seed=2026, seconds=20, short=True)
     result = ChaosRun(plan, tmp_path / "run").run()
@@ -30,14 +42,7 @@ def test_a_short_chaos_run_loses_and_repeats_nothing(tmp_path):
     assert result.faults["partial batch"] >= 2, result.faults
     assert sum(v for k, v in result.faults.items() if k.startswith("proxy")) >= 5, result.faults
     assert result.put > 100 and result.read >= result.put
-    counts = (
-        result.lost,
-        result.duplicated,
-        result.extra,
-        result.order_violations,
-        result.lineage_violations,
-    )
-    assert counts == (0, 0, 0, 0, 0), result
+    _assert_exactly_once(result)
     assert (result.server_lost, result.unplanned_exits) == (0, 0), result
     assert result.ok
 
@@ -57,12 +62,5 @@ def test_a_fanout_chaos_run_on_two_executors_loses_and_repeats_nothing(tmp_path)
     assert result.faults["executor SIGKILL"] == 2 and result.faults["server restart"] == 1, result.faults
     assert result.child_rows > 0, result  # the reshards' children were read
     assert result.put > 100 and result.read >= result.put
-    counts = (
-        result.lost,
-        result.duplicated,
-        result.extra,
-        result.order_violations,
-        result.lineage_violations,
-    )
-    assert counts == (0, 0, 0, 0, 0), result
+    _assert_exactly_once(result)
     assert result.ok

@@ -110,10 +110,7 @@ class ServiceRules:
                         f"{scope or '(account)'} by {caller or '?'}; the second's calls by "
                         f"{', '.join(c or '?' for c in callers)}"
                     )
-                    if other:
-                        self.collisions[rule] += 1
-                        return 400, kind, f"{rule} (strict test mode)"
-                    return self._broken(rule, 400, kind)
+                    return self._refused(rule, kind, other)
                 calls.append(now)
                 callers.append(caller)
         return None
@@ -140,10 +137,7 @@ class ServiceRules:
                     f"{caller or '?'}; last call {now - last_call:.2f} s before by {call_by or '?'}, last "
                     f"success {now - last_ok:.2f} s before by {ok_by or '?'}"
                 )
-                if other:
-                    self.collisions[rule] += 1
-                    return 400, kind, f"{rule} (strict test mode)"
-                return self._broken(rule, 400, kind)
+                return self._refused(rule, kind, other)
         return None
 
     def subscribe_succeeded(self, consumer: str, shard: str) -> None:
@@ -173,6 +167,13 @@ class ServiceRules:
         while served and now - served[0][0] >= BYTES_WINDOW_S:
             served.popleft()
         return sum(size for _at, size in served)
+
+    def _refused(self, rule: str, kind: str, collision: bool) -> tuple[int, str, str]:
+        """Refused as Kinesis would: counted as a collision between processes, or as a broken rule."""
+        if collision:
+            self.collisions[rule] += 1
+            return 400, kind, f"{rule} (strict test mode)"
+        return self._broken(rule, 400, kind)
 
     def _broken(self, rule: str, status: int, kind: str) -> tuple[int, str, str]:
         self.violations[rule] += 1
