@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import time as wall
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -61,6 +62,7 @@ ARN = re.compile(r"arn:aws:kinesis:[\w-]+:\d+:stream/[\w.-]+")
 SHARD = re.compile(r"shard (shardId-\d+)")
 DRAIN_TRIGGERS = 3_000  # the final drain's triggers at most
 AVAILABLE_NOW_BATCHES = 400  # an AvailableNow run that plans more has not ended
+SPARK_TASK_ATTEMPTS = 4  # spark.task.maxFailures' default: a failed task is tried again 3 times
 DATA_KINDS = ("put", "split", "merge", "scale", "faults")
 
 
@@ -76,6 +78,7 @@ class Figures:
     losses: int = 0
     reshards: int = 0
     sink_rows: int = 0
+    sink_failures: int = 0  # write jobs that failed all their task attempts in an outage
     quota_refusals: int = 0
     wall_s: float = 0.0
 
@@ -490,22 +493,45 @@ class World:
     def _sink(self, args: dict[str, Any]) -> None:
         """A write of `rows` rows (aggregated, in key order) to an output stream, through the sink's own
         partition writer; with `reshard`, the stream splits between the task's listing and its first
-        put. Read back as the KCL reads: each row once, each key's rows in the order written, and no more
-        put again than one buffer held."""
+        put. A task that fails is tried again as Spark does (spark.task.maxFailures, 4 attempts); it may
+        fail only with the connector's own error while the schedule's outage lasts. Read back as the KCL
+        reads: each attempt's rows at most once and each key's rows in the order written, all of them
+        for the attempt that succeeded, and no more put again than one buffer held."""
         setup = self.schedule.setup
         if not hasattr(self, "out"):
             self.out = self.model.create("sim-out", 1, 24, Flavor.SERVICE, False)
-        out, seed = self.out, setup.seed
-        rows = [
-            (f"s{int(chance(seed, 'sink', n, self.next_uid) * args['keys'])}", self._uid())
+        keys = [
+            f"s{int(chance(setup.seed, 'sink', n, self.next_uid) * args['keys'])}"
             for n in range(args["rows"])
         ]
-        listed = []
+        listed: list[bool] = []
+        for _attempt in range(SPARK_TASK_ATTEMPTS):
+            # (each attempt's rows carry their own uids, so a reader of the stream tells the attempts apart)
+            rows = [(key, self._uid()) for key in keys]
+            try:
+                self._sink_attempt(rows, args, listed)
+            except StreamAccessError as exc:
+                self._sink_read_back(rows, complete=False)
+                if self.model.faults.until_ms <= self.clock.now_ms - 600_000:
+                    raise Violation(
+                        "sink-failed", f"outside an outage: {exc}", self.oracle.now(self.clock.now_ms)
+                    ) from None
+                continue
+            self._sink_read_back(rows, complete=True)
+            self.figures.sink_rows += len(rows)
+            return
+        self.figures.sink_failures += (
+            1  # (the write job failed with the connector's error: the user runs it again)
+        )
+
+    def _sink_attempt(self, rows: list[tuple[str, int]], args: dict[str, Any], listed: list[bool]) -> None:
+        """One task attempt of the write, within the bounds the sink states for what it holds."""
+        setup, out, seed = self.schedule.setup, self.out, self.schedule.setup.seed
         real = writers._router
 
         def router(config: Any, stream: str, every: bool = False) -> Any:
-            listed.append(every)
             got = real(config, stream, every)
+            listed.append(every)
             if args["reshard"] and len(listed) == 1:
                 shards = self.model.open_shards(out)
                 pick = shards[int(chance(seed, "sink-split", self.next_uid) * len(shards))]
@@ -538,7 +564,6 @@ class World:
 
         patches.setattr(Producer, "flush", flush)
         patches.setattr(self.model, "put_failure_rate", 0.1)
-        before = {sid: len(s.recs) for sid, s in out.shards.items()}
         try:
             batch = pa.RecordBatch.from_pydict(
                 {"data": [payload(uid) for _k, uid in rows], "partitionKey": [k for k, _u in rows]}
@@ -546,11 +571,20 @@ class World:
             writers.write_partition(config, iter([batch]))
         finally:
             patches.undo()
+            if peak[0] > setup.sink_buffer:
+                raise Violation(
+                    "sink-memory",
+                    f"{peak[0]} misplaced or held-back entries kept at once: more than a buffer's {setup.sink_buffer}",
+                    self.oracle.now(self.clock.now_ms),
+                )
+
+    def _sink_read_back(self, rows: list[tuple[str, int]], complete: bool) -> None:
+        """The output stream read as the KCL reads it (misplaced user records dropped), for one attempt."""
         mine = {uid for _k, uid in rows}
         seen: dict[str, list[int]] = {}
         put = 0
-        for sid, shard in out.shards.items():
-            for rec in shard.recs[before.get(sid, 0) :]:
+        for shard in self.out.shards.values():
+            for rec in shard.recs:
                 users = deaggregate(rec.data) or [(rec.key or "", rec.explicit, rec.data)]
                 for key, explicit, data in users:
                     uid = uid_of(data)
@@ -562,29 +596,23 @@ class World:
                         seen.setdefault(key, []).append(uid)
         now = self.oracle.now(self.clock.now_ms)
         got = sorted(uid for uids in seen.values() for uid in uids)
-        if got != sorted(mine):
+        if len(set(got)) != len(got) or (complete and got != sorted(mine)):
             raise Violation(
                 "sink-once",
                 f"a KCL reader of the sink's stream sees {len(got)} rows of {len(mine)} (or some twice)",
                 now,
             )
         for key, uids in seen.items():
-            if uids != [uid for k, uid in rows if k == key]:
+            # (uids rise in the order rows were written: a key's rows in order are a rising list)
+            if uids != sorted(uids):
                 raise Violation("sink-key-order", f"key {key}: the sink's rows read out of order", now)
-        if peak[0] > setup.sink_buffer:
-            raise Violation(
-                "sink-memory",
-                f"{peak[0]} misplaced or held-back entries kept at once: more than a buffer's {setup.sink_buffer}",
-                now,
-            )
         rows_per_aggregate = 400 // len(payload(0))
-        if put - len(rows) > setup.sink_buffer * rows_per_aggregate:
+        if put - len(got) > self.schedule.setup.sink_buffer * rows_per_aggregate:
             raise Violation(
                 "sink-memory",
-                f"{put - len(rows)} user records put again for {len(rows)} rows: more than a buffer's worth",
+                f"{put - len(got)} user records put again for {len(rows)} rows: more than a buffer's worth",
                 now,
             )
-        self.figures.sink_rows += len(rows)
 
     def _efo_start(self) -> None:
         """A query start with enhanced fan-out on a stream whose 20 consumer slots are taken: it must fail
@@ -665,6 +693,10 @@ def run_schedule(schedule: Schedule) -> tuple[Figures, Violation | None]:
         return world.run(), None
     except Violation as violation:
         return world.figures, violation
+    except Exception as exc:  # (a defect of the connector or of the harness: one seed fails, not the run)
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        detail = f"{type(exc).__name__}: {exc} (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
+        return world.figures, Violation("escaped", detail, world.oracle.now(world.clock.now_ms))
     finally:
         world.uninstall()
         patches.undo()
@@ -703,6 +735,7 @@ SUMMED = (
     "losses",
     "reshards",
     "sink_rows",
+    "sink_failures",
     "quota_refusals",
 )
 
@@ -803,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(entry["schedule"], flush=True)
     took = wall.monotonic() - started
-    totals = {name: sum(entry[name] for entry in results) for name in SUMMED}
+    totals = {name: sum(entry.get(name, 0) for entry in results) for name in SUMMED}
     failed = sorted(entry["seed"] for entry in results if "failed" in entry)
     resumed = f" ({len(results) - len(todo)} of them from {args.journal})" if len(todo) < len(results) else ""
     print(
@@ -811,7 +844,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(todo)} seeds run now in {took:,.0f} s with {args.jobs} process(es): "
         f"{totals['batches']:,} batches, {totals['records']:,} user records, {totals['restarts']:,} driver starts, "
         f"{totals['crashes']:,} driver or executor crashes, {totals['reshards']:,} reshards, "
-        f"{totals['losses']:,} losses said, {totals['sink_rows']:,} sink rows, "
+        f"{totals['losses']:,} losses said, {totals['sink_rows']:,} sink rows "
+        f"({totals['sink_failures']:,} writes failed in outages), "
         f"{totals['quota_refusals']:,} quota refusals; failed seeds: {failed or 'none'}; "
         f"code: {_by_commit(results)}"
     )
