@@ -34,8 +34,9 @@ Three ways a process's time could still be lost, and what the meter does about e
 - A process that leaves the tree before it ends (orphaned when its parent ends first, it is re-parented
   to init or a subreaper outside the tree) takes its time with it too. While measuring, the meter makes
   the driving process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so that an orphan of the
-  tree is re-parented to it and stays countable, reaps such orphans itself at each reading (their final
-  time is kept by the meter), and reports a process still alive outside the tree (`Usage.left`), which
+  tree is re-parented to it and stays countable (known from a reading or from the sampler: a scheduled
+  job's JVM is born after the first reading and outlives the job's Python), reaps such orphans itself
+  at each reading (their final time is kept by the meter), and reports a process still alive outside the tree (`Usage.left`), which
   flags the measurement.
 
 Every measurement is cross-checked against the machine's busy time (`/proc/stat`) minus the CPU of the
@@ -247,7 +248,7 @@ class ProcessMeter:
         for stat in stats.values():
             children.setdefault(stat.ppid, []).append(stat.pid)
         order: list[int] = []
-        stack: list[tuple[int, bool]] = [(root, False)]
+        stack: list[tuple[int, bool]] = [(root, False)] if root in stats else []  # (gone: reaped)
         for _step in range(4 * len(stats) + 4):  # bounded: each pid is pushed twice at most
             if not stack:
                 break
@@ -268,7 +269,9 @@ class ProcessMeter:
         zombies = 0
         roots = [root]
         if adopt:
-            roots += [p for p, s in stats.items() if s.ppid == self.me and p in SEEN and p != root]
+            with self._lock:  # (the sampler's too: a process born after the start is known from it)
+                known = SEEN | self._last.keys()
+            roots += [p for p, s in stats.items() if s.ppid == self.me and p in known and p != root]
         order = [pid for top in roots for pid in self._post_order(top, stats)]
         with self._lock:
             self._learn_roles(order, stats)
@@ -310,7 +313,8 @@ class ProcessMeter:
         seconds, read, zombies = self._tree_seconds(self.root, adopt=True)
         for role, spent in self._spent_here.items():
             seconds[role] += spent  # (before this reading's reaping: a zombie read now is in `seconds`)
-        SEEN.update(read)
+        with self._lock:
+            SEEN.update(read)
         self._reap_adopted(read)
         if self.me != self.root:  # the Python process driving the query (its children: the root)
             stat = read_stat(self.me)
@@ -330,6 +334,7 @@ class ProcessMeter:
                 self._learn_roles(order, stats)
                 for pid in order:
                     self._last[pid] = stats[pid]
+                SEEN.update(order)
         self._sampler_cpu = time.thread_time() - began  # (in this process's own time: taken out)
 
     def _gone(self, end: dict[int, Stat]) -> tuple[list[int], dict[int, float]]:

@@ -184,6 +184,72 @@ def test_a_process_orphaned_during_the_measurement_keeps_its_time(tmp_path):
     assert 0.25 <= usage.total <= 0.6, usage.total  # its 0.3 s inside the window, once
 
 
+LATE_ORPHANER = (
+    PRELUDE
+    + """
+import hashlib, threading
+wait_for(go)
+middle = os.fork()
+if middle == 0:
+    grandchild = os.fork()
+    if grandchild == 0:
+        def spin():  # (hashlib lets go of the GIL: both threads burn CPU at once)
+            end = time.monotonic() + 0.8
+            while time.monotonic() < end:
+                hashlib.sha256(b"x" * 1_000_000).digest()
+        threads = [threading.Thread(target=spin) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        os._exit(0)
+    time.sleep(0.2)
+    os._exit(0)  # ends first: its child, born after the meter's start, is an orphan from here on
+os.waitpid(middle, 0)
+print(middle, flush=True)
+os._exit(0)  # the root ends too, as a scheduled job's Python does before its JVM
+"""
+)
+
+
+def test_a_process_born_and_orphaned_during_the_measurement_keeps_its_time(tmp_path):
+    """A scheduled job's JVM starts after the meter's first reading, outlives the job's Python (which
+    ends first), and ends as the meter's adopted child: the meter knew it only from its sampler, did
+    not adopt it, and lost its whole time (the fresh jobs read 0.00 CPU-s of JVM)."""
+    go = tmp_path / "go"
+    root = subprocess.Popen(
+        [sys.executable, "-c", LATE_ORPHANER, str(go)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(0.3)
+        with ProcessMeter(root.pid) as meter:
+            go.touch()
+            root.stdout.readline()
+            for _wait in range(200):  # bounded: until every process of the tree ended (zombies here)
+                mine = [s for s in map(read_stat, _children_of(os.getpid())) if s is not None]
+                if all(s.state == "Z" for s in mine):
+                    break
+                time.sleep(0.05)
+        usage = meter.usage
+    finally:
+        if root.poll() is None:
+            root.kill()
+        root.wait(timeout=30)
+    assert usage.left == [], usage.left
+    assert 1.2 <= usage.total <= 2.4, usage  # two threads of 0.8 s busy, plus three small starts
+
+
+def _children_of(pid: int) -> list[int]:
+    return [
+        s.pid
+        for s in map(read_stat, [int(e) for e in os.listdir("/proc") if e.isdigit()])
+        if s and s.ppid == pid
+    ]
+
+
 IGNORER = (
     PRELUDE
     + """
