@@ -228,7 +228,9 @@ def bench_scheduled(
     text = scheduled.markdown(runs, shards, command)
     console.print(text)
     flagged = [run for run in runs if run.usage.flagged()]
-    if flagged:  # (a process's time lost: on 2026-11-28 a fresh job's JVM, orphaned and not adopted, counted 0)
+    if (
+        flagged
+    ):  # (a process's time lost: on 2026-11-28 a fresh job's JVM, orphaned and not adopted, counted 0)
         console.print(
             f"FLAGGED: {len(flagged)} of {len(runs)} jobs had more than {UNEXPLAINED_LIMIT:.0%} of the machine's "
             "busy time unexplained, or a process left the tree uncounted: the figures above do not hold"

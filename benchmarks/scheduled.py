@@ -1,13 +1,16 @@
 """What a scheduled job pays: a `trigger(availableNow=True)` query started in a fresh driver process
 (the JVM's start, Spark's Python workers and the connector's imports included), beside the same query
-run again in a session that already ran one (the back-to-back figure of sections 7 and 8).
+run again in a session that has just run one with a batch (the back-to-back figure of sections 7 and
+8), and in a session that ran one and then sat idle for longer than Spark keeps an idle Python worker
+(`IDLE_S`: PySpark's worker factory ends a worker idle for a minute, so the next query starts its
+workers again: what "a query after other work" pays).
 
 Why: a job started every few minutes by a scheduler pays everything a fresh process costs on every
-run, and the back-to-back fixed cost (about 1.3 CPU-s) says nothing of it. Both are measured the same
+run, and the back-to-back fixed cost (about 1.3 CPU-s) says nothing of it. All three are measured the same
 way here: the job is a child process (`python -m benchmarks.scheduled JOB`) whose whole tree the
 meter counts (benchmarks/process_cpu.py), from a "go" on its stdin to its exit (fresh) or to its
-"done" (warm: the process had run the same query once before the "go"). Nothing here is asserted.
-"""
+"done" (warm and idle: the process had run the same query, with records to read, before the "go").
+Nothing here is asserted."""
 
 from __future__ import annotations
 
@@ -26,11 +29,13 @@ from benchmarks.process_cpu import ROLES, ProcessMeter, Usage
 from benchmarks.report import Spread, machine
 
 WAIT_S = 600  # one job's bound
+IDLE_S = 75  # longer than the minute after which Spark's Python worker factory ends an idle worker
+KINDS = ("fresh", "warm", "idle")
 
 
 @dataclass
 class JobRun:
-    fresh: bool
+    kind: str  # one of KINDS
     usage: Usage
     wall_s: float
     rows: int
@@ -59,9 +64,11 @@ def _job(config: dict[str, Any]) -> None:
         return sum(p["numInputRows"] for p in query.recentProgress)
 
     spark = None
-    if not config["fresh"]:
+    if config["kind"] != "fresh":
         spark = spark_session()
-        read(spark)
+        if read(spark) == 0:
+            raise RuntimeError("the first query read nothing: its session ran no batch")
+        time.sleep(IDLE_S if config["kind"] == "idle" else 0)
         print("ready", flush=True)
     sys.stdin.readline()  # (go)
     if spark is None:
@@ -90,10 +97,13 @@ def _show(values: list[float], digits: int) -> str:
 
 
 def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobRun, int]:
-    """One job measured; `before_go` puts its records (after a warm job's first query) and says how
-    many."""
+    """One job measured; `before_go` puts its records (after a warm or idle job's first query, which
+    reads the ones put before it starts) and says how many."""
     import psutil
 
+    fresh = config["kind"] == "fresh"
+    if not fresh:
+        before_go()  # (for the session's first query: a batch, so its workers are up)
     others = {child.pid for child in psutil.Process().children()}
     child = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.scheduled", json.dumps(config)],
@@ -103,22 +113,22 @@ def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobR
     )
     assert child.stdin is not None and child.stdout is not None
     try:
-        if not config["fresh"] and child.stdout.readline().strip() != "ready":
-            raise RuntimeError("the warm job did not get ready")
+        if not fresh and child.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the {config['kind']} job did not get ready")
         put = before_go()
         with ProcessMeter(root=child.pid) as meter:
             start = time.perf_counter()
             child.stdin.write("go\n")
             child.stdin.flush()
             done = child.stdout.readline().split()
-            if config["fresh"]:  # (to its very end: Spark's stop and the JVM's exit are the job's too)
+            if fresh:  # (to its very end: Spark's stop and the JVM's exit are the job's too)
                 child.stdin.write("end\n")
                 child.stdin.flush()
                 _until_exited(child.pid, others)
             wall = time.perf_counter() - start
         if not done or done[0] != "done":
             raise RuntimeError("the job failed (its output above)")
-        if not config["fresh"]:
+        if not fresh:
             child.stdin.write("end\n")
             child.stdin.flush()
         child.wait(timeout=WAIT_S)
@@ -126,7 +136,7 @@ def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobR
         if child.poll() is None:
             child.kill()
             child.wait(timeout=60)
-    return JobRun(config["fresh"], meter.usage, wall, int(done[1])), put
+    return JobRun(config["kind"], meter.usage, wall, int(done[1])), put
 
 
 def _until_exited(pid: int, others: set[int]) -> None:
@@ -148,8 +158,8 @@ def _until_exited(pid: int, others: set[int]) -> None:
 
 
 def run(shards: int, rounds: int, work: Path) -> list[JobRun]:
-    """`rounds` fresh jobs and `rounds` warm ones taking turns, each reading the record per shard put
-    since the last run, from one checkpoint (as a scheduled job does)."""
+    """`rounds` jobs of each kind taking turns, each reading the record per shard put since the last
+    run, from one checkpoint (as a scheduled job does)."""
     environment()
     from benchmarks.reading import kinesis_client
     from pyspark_kinesis.cli.local_kinesis import LocalKinesis
@@ -168,11 +178,11 @@ def run(shards: int, rounds: int, work: Path) -> list[JobRun]:
         def put() -> int:
             return _put_one_per_shard(client, stream)
 
-        for fresh in (True, False):  # (a warm-up of each)
-            _measure({**base, "fresh": fresh}, put)
+        for kind in ("fresh", "warm"):  # (a warm-up: the machine's caches, the server's first calls)
+            _measure({**base, "kind": kind}, put)
         for _round in range(rounds):
-            for fresh in (True, False):
-                job, count = _measure({**base, "fresh": fresh}, put)
+            for kind in KINDS:
+                job, count = _measure({**base, "kind": kind}, put)
                 if job.rows != count:
                     raise RuntimeError(f"a job read {job.rows} rows, {count} were put since the last run")
                 runs.append(job)
@@ -189,8 +199,9 @@ def markdown(runs: list[JobRun], shards: int, command: str) -> str:
         "process, measured from its go (the interpreter up, nothing of Spark's loaded) to the exit of every "
         "process it started (the JVM's start and stop, the SparkSession, Spark's Python workers, the "
         "connector's imports, the query), as a scheduler runs it; `warm`: the same query in a process that "
-        "already ran it once, from its start to its end (section 7's and 8's fixed cost is "
-        "this figure). Every process of the job's tree is counted (benchmarks/process_cpu.py); median "
+        "has just run it (a batch read), from its start to its end (the back-to-back fixed cost of sections 7 and 8); "
+        f"`idle`: the same, after the process sat idle for {IDLE_S} s (longer than the minute after which Spark "
+        "ends an idle Python worker: what a query after other work pays). Every process of the job's tree is counted (benchmarks/process_cpu.py); median "
         "(lowest-highest) of the rounds.",
         "",
         "| run | CPU-s | "
@@ -198,14 +209,16 @@ def markdown(runs: list[JobRun], shards: int, command: str) -> str:
         + " | wall s | busy time unexplained |",
         "|---|---|" + "---|" * len(ROLES) + "---|---|",
     ]
-    for fresh in (True, False):
-        mine = [r for r in runs if r.fresh == fresh]
+    for kind in KINDS:
+        mine = [r for r in runs if r.kind == kind]
+        if not mine:
+            continue
         cells = [_show([r.usage.total for r in mine], 2)]
         cells += [_show([r.usage.seconds[role] for r in mine], 2) for role in ROLES]
         cells += [_show([r.wall_s for r in mine], 1)]
         unexplained = Spread([r.usage.unexplained / max(r.usage.busy, 1e-9) * 100 for r in mine])
         cells += [f"{unexplained.median:+.1f}%"]
-        lines.append(f"| {'fresh' if fresh else 'warm'} | " + " | ".join(cells) + " |")
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

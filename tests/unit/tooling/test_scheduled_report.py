@@ -9,22 +9,24 @@ from benchmarks.report import Spread
 from benchmarks.scheduled import JobRun, markdown
 
 
-def _run(fresh: bool, jvm: float, driver: float, wall: float) -> JobRun:
+def _run(kind: str, jvm: float, driver: float, wall: float) -> JobRun:
     usage = Usage()
     usage.seconds[JVM], usage.seconds[DRIVER_PYTHON] = jvm, driver
     usage.busy = jvm + driver
-    return JobRun(fresh, usage, wall, 4)
+    return JobRun(kind, usage, wall, 4)
 
 
-def test_the_fresh_and_warm_rows_are_the_medians_of_their_own_runs():
-    runs = [_run(True, 8.0, 2.0, 12.0), _run(False, 1.0, 0.3, 2.0), _run(True, 9.0, 3.0, 14.0)]
-    runs.append(_run(False, 1.2, 0.2, 2.5))
+def test_each_kinds_row_is_the_medians_of_its_own_runs():
+    runs = [_run("fresh", 8.0, 2.0, 12.0), _run("warm", 1.0, 0.3, 2.0), _run("fresh", 9.0, 3.0, 14.0)]
+    runs += [_run("warm", 1.2, 0.2, 2.5), _run("idle", 3.0, 2.0, 5.0)]
     text = markdown(runs, 4, "bash scripts/bench.sh scheduled")
     fresh = next(line for line in text.splitlines() if line.startswith("| fresh"))
     warm = next(line for line in text.splitlines() if line.startswith("| warm"))
     assert fresh.startswith("| fresh | 11.00 (10.00-12.00) | 8.50 (8.00-9.00) |")
     assert warm.startswith("| warm | 1.35 (1.30-1.40) | 1.10 (1.00-1.20) |")
     assert "13.0 (12.0-14.0)" in fresh and "+0.0%" in fresh
+    idle = next(line for line in text.splitlines() if line.startswith("| idle"))
+    assert idle.startswith("| idle | 5.00 (5.00-5.00) | 3.00 (3.00-3.00) |")
 
 
 def test_the_tls_section_says_https_and_names_its_command():
