@@ -51,20 +51,17 @@ class LossPolicy:
         """No record that arrived after `since_ms` can have aged out yet (0: nothing is known)."""
         return unaged(since_ms, int(time.time() * 1000), self.retention_ms)
 
-    def loss(self, what: str, *, certain: bool = True) -> None:
-        """Records are gone (`certain`), or may be: a start past retention cannot tell whether anything
-        came between it and the oldest record left, since Kinesis sequence numbers have gaps. Both fail
-        the query under failOnDataLoss, as Spark's Kafka source fails on a possible loss; the message
-        says which it is, so that an operator does not go looking for records that never existed."""
+    def loss(self, what: str) -> None:
+        """Records may be gone: every loss a read can meet is a start past retention (a trimmed start,
+        a position gone mid-read, a timestamp or oldest start after an unseen tip), and none can tell
+        whether anything came between it and the oldest record left, since Kinesis sequence numbers
+        have gaps. It fails the query under failOnDataLoss, as Spark's Kafka source fails on a possible
+        loss; the message says it is a possible one, so that an operator does not go looking for
+        records that never existed. (A replay that cannot be reproduced has its own message.)"""
         if self.fail:
-            said = (
-                "and those records are lost"
-                if certain
-                else "so records may have been lost (how many, if any, a read cannot tell)"
-            )
             raise DataLossError(
-                f"{self.where}, batch {self.batch}: {what}, {said}. Set failOnDataLoss=false to accept the "
-                "loss and go on."
+                f"{self.where}, batch {self.batch}: {what}, so records may have been lost (how many, if any, "
+                "a read cannot tell). Set failOnDataLoss=false to accept the loss and go on."
             )
         log.warning(
             "%s, batch %d: %s; failOnDataLoss=false: going on without them", self.where, self.batch, what
@@ -83,7 +80,7 @@ class LossPolicy:
                 (int(time.time() * 1000) - self.tip_ms) // 1000,
             )
             return
-        self.loss(what, certain=False)
+        self.loss(what)
 
     def check_start(self, start: Position) -> None:
         """A first read at a timestamp older than the retention (and no tip seen since); or from the
@@ -98,7 +95,6 @@ class LossPolicy:
                     f"the read starts at the shard's oldest record, and the shard was last known at its tip "
                     f"there {hours} h ago, longer than the stream's retention ({self.retention_ms // 3_600_000} h): "
                     "an unknown number of records that arrived since may be past retention",
-                    certain=False,
                 )
             return
         if start.ts_ms is None or self.unaged(start.ts_ms) or self.unaged(self.tip_ms):
@@ -107,7 +103,6 @@ class LossPolicy:
             f"the read starts at {start.describe()}, longer ago than the stream's retention "
             f"({self.retention_ms // 3_600_000} h): an unknown number of records from then up to the oldest "
             "one left may be past retention",
-            certain=False,
         )
 
     def check_reproduced(

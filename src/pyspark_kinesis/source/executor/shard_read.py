@@ -225,7 +225,7 @@ class ShardRead:
         if start_gone:
             self.policy.aged_out(what)
         elif self.until is None:  # (gone between two calls of this read: as unknown what came after)
-            self.policy.loss(what, certain=False)
+            self.policy.loss(what)
         self.anchor = None
         if not exists:
             self.closed = True

@@ -64,8 +64,8 @@ def test_a_loss_under_failOnDataLoss_names_the_shard_batch_and_option(clock, cap
     with pytest.raises(DataLossError) as raised:
         LossPolicy(WHERE, 7, True, None).loss("records 5 to 9 aged out")
     assert str(raised.value) == (
-        f"{WHERE}, batch 7: records 5 to 9 aged out, and those records are lost. Set "
-        "failOnDataLoss=false to accept the loss and go on."
+        f"{WHERE}, batch 7: records 5 to 9 aged out, so records may have been lost (how many, if any, a read "
+        "cannot tell). Set failOnDataLoss=false to accept the loss and go on."
     )
     policy = LossPolicy(WHERE, 7, False, None)
     with caplog.at_level(logging.INFO, logger=loss.__name__):
