@@ -221,9 +221,12 @@ class ProcessMeter:
         self.usage = Usage()
 
     def _reaped_role(self, pid: int) -> str:
-        """Whose time a process's reaped children spent."""
-        if pid == self.root and self.roles.get(pid) == JVM:
-            return DRIVER_PYTHON  # (the executor's daemon lives as long as the JVM: not reaped meanwhile)
+        """Whose time a process's reaped children spent. A JVM's are the Python processes PySpark
+        starts from it and waits for (the query's planner, the Data Source API's workers; the executor's
+        daemon lives as long as the JVM), whether the JVM is the tree's root or a job's child (that one
+        once had them counted as the JVM's)."""
+        if self.roles.get(pid) == JVM:
+            return DRIVER_PYTHON
         return self.roles.get(pid, DRIVER_PYTHON)  # the daemon's reaped children are its workers
 
     def _learn_roles(self, order: list[int], stats: dict[int, Stat]) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.process_cpu import ProcessMeter, Stat, read_stat
+from benchmarks.process_cpu import DRIVER_PYTHON, JVM, ProcessMeter, Stat, read_stat
 
 CHILD = """
 import time
@@ -305,3 +305,43 @@ def test_the_meters_own_cpu_is_counted_apart_and_not_left_unexplained():
     finally:
         idle.kill()
         idle.wait(timeout=10)
+
+
+JAVA_PARENT = """
+import subprocess, sys
+sys.stdin.readline()
+subprocess.run([sys.executable, "-c", sys.argv[1]], check=True, capture_output=True)  # (reaped by it)
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_what_a_jvm_below_the_root_reaps_is_driver_python(tmp_path):
+    """A job's JVM is not the tree's root (the job's Python is): the Python processes it starts and
+    waits for (the query's planner) were counted as the JVM's, which put a warm job's driver Python at
+    0.07 CPU-s. (A process named `java`: a link to this interpreter.)"""
+    java = tmp_path / "java"
+    java.symlink_to(sys.executable)
+    root = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; sys.exit(subprocess.run([{str(java)!r}, '-c', {JAVA_PARENT!r}, {CHILD!r}]).returncode)",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(0.5)
+        with ProcessMeter(root.pid) as meter:
+            root.stdin.write("go\n")
+            root.stdin.flush()
+            assert root.stdout.readline().strip() == "done"
+        usage = meter.usage
+    finally:
+        root.stdin.write("end\n")
+        root.stdin.flush()
+        root.wait(timeout=30)
+    assert usage.seconds[DRIVER_PYTHON] >= 0.15, usage  # (the child's 0.15 s, its start-up on top)
+    assert usage.seconds[JVM] < 0.1, usage
