@@ -271,8 +271,10 @@ def one_round(
 
     Why an unmeasured query before the measured fixed one: the first query after the loop's read costs
     several times what one run right after another query costs (a fixed cost of 8.6 and then 12.5
-    CPU-s measured after the loop, about 2 back to back). Why is not established: not Spark's
-    one-minute timeout of idle Python workers, since the loop takes 18-40 s. The whole query always
+    CPU-s measured after the loop, about 2 back to back). Why is not fully established. Spark ends
+    Python workers idle for a minute (a query after 75 s idle costs 2.4x one back to back: the
+    scheduled-job benchmark), but the loop takes 18-40 s; the driver side's Data Source API workers
+    last worked at the previous query's start, longer ago, and would account for part. The whole query always
     followed a query; now the fixed one does too, so their difference is what the data costs.
     """
     cpu, wall = loop()
@@ -452,7 +454,9 @@ def markdown_cpu(
         "(the fixed cost) and over the full one (the whole query) take turns "
         "(`trigger(availableNow=True)` into the noop sink, `local[2]`, byte pacing off), each measured "
         "right after a query: an unmeasured read of the small stream goes before the measured one (the "
-        "first query after the loop's read costs several times more, for a reason not established yet). "
+        "first query after the loop's read costs several times more; Spark ends a Python worker idle for "
+        "a minute, which the scheduled-job section measures, but whether that is all of it here is not "
+        "shown). "
         "The connector's CPU is that of every Spark process, counted from /proc (each process's own "
         "time and that of the children it reaped, read at the start and the end, children before "
         "parents; a process that ended but is not reaped yet, such as the query's planner process, "
