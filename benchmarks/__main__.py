@@ -210,10 +210,18 @@ def bench_read(
 @app.command("scheduled")
 def bench_scheduled(
     shards: int = typer.Option(4, min=1, max=64, help="Shards of the stream."),
-    rounds: int = typer.Option(3, min=1, max=20, help="Fresh and warm jobs each, taking turns."),
+    rounds: int = typer.Option(3, min=1, max=20, help="Jobs of each kind, taking turns."),
+    mb: str = typer.Option(
+        "",
+        help="Instead: sizes in MB (e.g. 100,1000) a fresh job and a fresh boto3 script each read from the "
+        "benchmark server, with the break-even size.",
+    ),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """What a scheduled availableNow job pays in a fresh driver process, beside the same query warm."""
+    if mb:
+        _scheduled_sizes([int(size) for size in mb.split(",")], rounds, write)
+        return
     import tempfile
     from pathlib import Path
 
@@ -238,6 +246,29 @@ def bench_scheduled(
         raise typer.Exit(1)
     if write:
         report.write_section(write, "bench-scheduled", text)
+
+
+def _scheduled_sizes(sizes: list[int], rounds: int, write: str | None) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from . import report, scheduled
+
+    with tempfile.TemporaryDirectory(prefix="bench-scheduled-") as work:
+        runs = scheduled.run_sizes(sizes, rounds, Path(work))
+    command = f"bash scripts/bench.sh scheduled --mb {','.join(map(str, sizes))}" + (
+        f" --rounds {rounds}" if rounds != 3 else ""
+    )
+    text = scheduled.markdown_sizes(runs, command)
+    console.print(text)
+    flagged = [run for jobs in runs.values() for run in jobs if run.usage.flagged()]
+    if flagged:
+        console.print(
+            f"FLAGGED: {len(flagged)} runs lost time or left processes: the figures above do not hold"
+        )
+        raise typer.Exit(1)
+    if write:
+        report.write_section(write, "bench-scheduled-sizes", text)
 
 
 MASTERS = typer.Option(

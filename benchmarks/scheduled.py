@@ -14,6 +14,7 @@ Nothing here is asserted."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -42,7 +43,17 @@ class JobRun:
 
 
 def _job(config: dict[str, Any]) -> None:
-    """The child: wait for "go", run the query (a warm one runs it once before), say "done", end."""
+    """The child: wait for "go", run the query (a warm one runs it once before), say "done", end. A
+    `script` job is the boto3 loop instead (section 8's), in a process of its own as a scheduler
+    would run a plain script: its imports and client are inside the measurement."""
+    if config["kind"] == "script":
+        sys.stdin.readline()  # (go)
+        from benchmarks.reading import kinesis_client, loop_read
+
+        loop_read(kinesis_client(config["endpoint"]), config["stream"], config["records"])
+        print(f"done {config['records']}", flush=True)
+        sys.stdin.readline()  # (end)
+        return
     from benchmarks.local_setup import spark_session
 
     def read(spark: Any) -> int:
@@ -53,6 +64,7 @@ def _job(config: dict[str, Any]) -> None:
             .option("endpointUrl", config["endpoint"])
             .option("startingPosition", "TRIM_HORIZON")
             .option("metadataPath", config["metadata"])
+            .option("shardReadBytesPerSecond", "0")  # (local servers have no read quota; nor has the loop)
             .load()
             .writeStream.format("noop")
             .option("checkpointLocation", config["checkpoint"])
@@ -96,12 +108,15 @@ def _show(values: list[float], digits: int) -> str:
     return f"{spread.median:,.{digits}f} ({spread.samples[0]:,.{digits}f}-{spread.samples[-1]:,.{digits}f})"
 
 
-def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobRun, int]:
+def _measure(
+    config: dict[str, Any], before_go: Callable[[], int], servers: tuple[int, ...] = ()
+) -> tuple[JobRun, int]:
     """One job measured; `before_go` puts its records (after a warm or idle job's first query, which
-    reads the ones put before it starts) and says how many."""
+    reads the ones put before it starts) and says how many; `servers`' CPU is taken out of the
+    machine's busy time by the cross-check."""
     import psutil
 
-    fresh = config["kind"] == "fresh"
+    fresh = config["kind"] in ("fresh", "script")  # (measured to the exit of every process)
     if not fresh:
         before_go()  # (for the session's first query: a batch, so its workers are up)
     others = {child.pid for child in psutil.Process().children()}
@@ -116,7 +131,7 @@ def _measure(config: dict[str, Any], before_go: Callable[[], int]) -> tuple[JobR
         if not fresh and child.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the {config['kind']} job did not get ready")
         put = before_go()
-        with ProcessMeter(root=child.pid) as meter:
+        with ProcessMeter(root=child.pid, servers=servers) as meter:
             start = time.perf_counter()
             child.stdin.write("go\n")
             child.stdin.flush()
@@ -187,6 +202,100 @@ def run(shards: int, rounds: int, work: Path) -> list[JobRun]:
                     raise RuntimeError(f"a job read {job.rows} rows, {count} were put since the last run")
                 runs.append(job)
     return runs
+
+
+def run_sizes(megabytes: list[int], rounds: int, work: Path) -> dict[int, list[JobRun]]:
+    """Per size: `rounds` fresh jobs and `rounds` boto3 scripts in fresh processes taking turns, each
+    reading the whole stream (4 shards of 1,000 B records) from the benchmark server; each job with a
+    checkpoint of its own, so each reads it all."""
+    from benchmarks.cpu import memory_stream
+
+    environment()
+    out: dict[int, list[JobRun]] = {}
+    for size in megabytes:
+        records = 4 * (size * 1000 // 4)
+        with memory_stream(4, records, 1000) as (endpoint, stream, server):
+            runs = out[size] = []
+            for number in range(rounds + 1):  # (the first of each: a warm-up)
+                for kind in ("fresh", "script"):
+                    config = {
+                        "kind": kind,
+                        "endpoint": endpoint,
+                        "stream": stream,
+                        "records": records,
+                        "metadata": str(work / f"meta-{uuid.uuid4().hex[:8]}"),
+                        "checkpoint": str(work / f"cp-{uuid.uuid4().hex[:8]}"),
+                    }
+                    job, _put = _measure(config, functools.partial(int, records), servers=(server,))
+                    if job.rows != records:
+                        raise RuntimeError(f"a {kind} job read {job.rows} rows of {records}")
+                    if number:
+                        runs.append(job)
+    return out
+
+
+def break_even_mb(sizes: dict[int, list[JobRun]]) -> float | None:
+    """The size (MB) below which the script costs less CPU than the job: where the straight lines
+    through the two kinds' median CPU-s at the smallest and largest size cross (None: they do not,
+    or one size only)."""
+    if len(sizes) < 2:
+        return None
+    low, high = min(sizes), max(sizes)
+
+    def line(kind: str) -> tuple[float, float]:
+        a, b = (Spread([r.usage.total for r in sizes[size] if r.kind == kind]).median for size in (low, high))
+        slope = (b - a) / (high - low)
+        return a - slope * low, slope
+
+    (job_fixed, job_slope), (script_fixed, script_slope) = line("fresh"), line("script")
+    if script_slope <= job_slope:
+        return None
+    return (job_fixed - script_fixed) / (script_slope - job_slope)
+
+
+def markdown_sizes(sizes: dict[int, list[JobRun]], command: str) -> str:
+    lines = [
+        "### A scheduled job against a plain boto3 script, both in fresh processes",
+        "",
+        f"Measured {machine()}, with `{command}`, against the benchmark server (section 8's, its own process, "
+        "not counted): 4 shards of 1,000 B records. `job`: section 8's query (`trigger(availableNow=True)` "
+        "into the noop sink, byte pacing off) in a new Python process with a checkpoint of its own, measured "
+        "from its go to the exit of every process it started, as the fresh row above; `script`: section 8's "
+        "boto3 loop (one thread per shard, GetRecords Limit 10,000) in a new Python process, measured from "
+        "its go (before it imports boto3) to its exit. MB (10^6 B) of payload per CPU-second, median "
+        "(lowest-highest) of the rounds; the break-even size is where the lines through both kinds' CPU-s "
+        "at the smallest and the largest size cross.",
+        "",
+        "| MB | job CPU-s | script CPU-s | job MB/CPU-s | script MB/CPU-s | job vs script | job wall s | "
+        "script wall s | busy time unexplained |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for size, runs in sorted(sizes.items()):
+        job = [r for r in runs if r.kind == "fresh"]
+        script = [r for r in runs if r.kind == "script"]
+        job_cpu, script_cpu = (Spread([r.usage.total for r in mine]).median for mine in (job, script))
+        unexplained = Spread([r.usage.unexplained / max(r.usage.busy, 1e-9) * 100 for r in runs])
+        cells = [
+            f"{size:,}",
+            _show([r.usage.total for r in job], 2),
+            _show([r.usage.total for r in script], 2),
+            _show([size / r.usage.total for r in job], 1),
+            _show([size / r.usage.total for r in script], 1),
+            f"{script_cpu / job_cpu:.2f}x",
+            _show([r.wall_s for r in job], 1),
+            _show([r.wall_s for r in script], 1),
+            f"{unexplained.median:+.1f}%",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    even = break_even_mb(sizes)
+    lines += [
+        "",
+        f"Break-even: about {even:,.0f} MB per run (below it the script costs less CPU; Spark's start is the "
+        "difference)."
+        if even is not None
+        else "Break-even: the lines do not cross within these sizes' slopes.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def markdown(runs: list[JobRun], shards: int, command: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from benchmarks.process_cpu import DRIVER_PYTHON, JVM, Usage
 from benchmarks.reading import ThroughputRow, markdown_throughput
 from benchmarks.report import Spread
-from benchmarks.scheduled import JobRun, markdown
+from benchmarks.scheduled import JobRun, break_even_mb, markdown, markdown_sizes
 
 
 def _run(kind: str, jvm: float, driver: float, wall: float) -> JobRun:
@@ -40,3 +40,20 @@ def test_the_tls_section_says_https_and_names_its_command():
         and "`bash scripts/bench.sh read --tls`" in tls
     )
     assert tls.count("(") == tls.count(")")
+
+
+def test_the_break_even_is_where_the_jobs_and_the_scripts_cpu_lines_cross():
+    """A job costing 30 CPU-s plus 5 per 1,000 MB, a script 1 plus 20 per 1,000 MB: equal at about
+    1,933 MB."""
+    sizes = {
+        100: [_run("fresh", 30.5, 0.0, 20.0), _run("script", 3.0, 0.0, 2.0)],
+        1000: [_run("fresh", 35.0, 0.0, 30.0), _run("script", 21.0, 0.0, 18.0)],
+    }
+    assert round(break_even_mb(sizes)) == 1933
+    text = markdown_sizes(sizes, "bash scripts/bench.sh scheduled --mb 100,1000")
+    assert (
+        "| 1,000 | 35.00 (35.00-35.00) | 21.00 (21.00-21.00) | 28.6 (28.6-28.6) | 47.6 (47.6-47.6) | 0.60x |"
+        in text
+    )
+    assert "about 1,933 MB" in text
+    assert break_even_mb({100: sizes[100]}) is None
