@@ -271,6 +271,27 @@ def _scheduled_sizes(sizes: list[int], rounds: int, write: str | None) -> None:
         report.write_section(write, "bench-scheduled-sizes", text)
 
 
+@app.command("tunings")
+def bench_tunings(
+    mb: float = typer.Option(300.0, min=10, max=2000, help="MB of payload per stream."),
+    rounds: int = typer.Option(3, min=1, max=20, help="Rounds of loop and query per configuration."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """What each process tuning buys: section 8's query with each switch turned off in turn."""
+    from . import report, tunings
+
+    figures = tunings.run(mb, rounds)
+    command = (
+        "bash scripts/bench.sh tunings"
+        + (f" --mb {mb:g}" if mb != 300 else "")
+        + (f" --rounds {rounds}" if rounds != 3 else "")
+    )
+    text = tunings.markdown(figures, command)
+    console.print(text)
+    if write:
+        report.write_section(write, "bench-tunings", text)
+
+
 MASTERS = typer.Option(
     None,
     "--master",
