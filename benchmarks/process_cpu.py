@@ -301,12 +301,17 @@ class ProcessMeter:
 
     def _reap_adopted(self, read: dict[int, Stat]) -> None:
         """Reap the adopted orphans read as zombies (their final times are in this reading); from now
-        on their time is in `_spent_here`, which later readings add."""
+        on their time is in `_spent_here`, which later readings add. A process whose first thread
+        ended before the others reads as a zombie while they still run (a JVM ends so): it cannot be
+        waited for yet, stays in the tree and is read again (once taken as reaped, its time counted
+        again in the next measurement, 32 CPU-s in a boto3 script's)."""
         for pid, stat in read.items():
             if stat.state == "Z" and stat.ppid == self.me and pid != self.root:
                 try:
-                    os.waitpid(pid, os.WNOHANG)
+                    reaped, _status = os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
+                    continue
+                if reaped == 0:  # (its leader thread ended, others not yet: /proc shows Z, not waitable)
                     continue
                 self.reaped_here[pid] = stat.own + stat.reaped
                 self._spent_here[self.roles[pid]] += stat.own

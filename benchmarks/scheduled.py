@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -157,19 +158,25 @@ def _measure(
 def _until_exited(pid: int, others: set[int]) -> None:
     """Until the job and every process it left behind have ended: the job's JVM outlives its Python by
     a moment and is then this process's (the meter makes it a child subreaper), so all of this
-    process's children but `others` (the local server) must be zombies (ended, not yet reaped: the
-    meter still reads their times)."""
+    process's children but `others` (the local server) must have ended, every thread (not reaped
+    yet: the meter still reads their times)."""
     import psutil
 
     for _poll in range(WAIT_S * 20):
-        children = [child for child in psutil.Process().children() if child.pid not in others]
-        try:
-            if all(child.status() == psutil.STATUS_ZOMBIE for child in children):
-                return
-        except psutil.NoSuchProcess:
-            pass  # (one was reaped meanwhile: look again)
+        children = [child.pid for child in psutil.Process().children() if child.pid not in others]
+        if all(_waitable(child) for child in children):
+            return
         time.sleep(0.05)
     raise RuntimeError(f"job {pid} or a process it started did not exit")
+
+
+def _waitable(pid: int) -> bool:
+    """Whether a child has ended as a whole (every thread: a JVM's first thread shows a zombie in
+    /proc before the others end), without reaping it; True when it is gone already."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def run(shards: int, rounds: int, work: Path) -> list[JobRun]:

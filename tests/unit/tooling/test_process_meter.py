@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from benchmarks import process_cpu
 from benchmarks.process_cpu import DRIVER_PYTHON, JVM, ProcessMeter, Stat, read_stat
 
 CHILD = """
@@ -345,3 +346,41 @@ def test_what_a_jvm_below_the_root_reaps_is_driver_python(tmp_path):
         root.wait(timeout=30)
     assert usage.seconds[DRIVER_PYTHON] >= 0.15, usage  # (the child's 0.15 s, its start-up on top)
     assert usage.seconds[JVM] < 0.1, usage
+
+
+LEADER_FIRST = """
+import ctypes, sys, threading, time
+def spin():
+    end = time.process_time() + 2.0
+    while time.process_time() < end:
+        pass
+threading.Thread(target=spin).start()
+print("up", flush=True)
+ctypes.CDLL(None).pthread_exit(None)  # the first thread ends; the process lives on in the other
+"""
+
+
+def test_a_zombie_leader_whose_threads_still_run_is_not_taken_as_reaped():
+    """A JVM's first thread ends before its others: /proc shows a zombie that cannot be waited for
+    yet. The meter took it as reaped at each reading and added its time again (a boto3 script's
+    measurement counted the last job's JVM, 32 CPU-s)."""
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    leader = subprocess.Popen([sys.executable, "-c", LEADER_FIRST], stdout=subprocess.PIPE, text=True)
+    try:
+        assert leader.stdout.readline().strip() == "up"
+        process_cpu.SEEN.add(leader.pid)  # (as an orphan of a tree the meter measured is)
+        for _wait in range(100):  # bounded: 5 s, until its first thread ended and 0.6 s were spent
+            stat = read_stat(leader.pid)
+            if stat is not None and stat.state == "Z" and stat.own >= 0.6:
+                break
+            time.sleep(0.05)
+        assert stat is not None and stat.state == "Z", stat
+        with ProcessMeter(idle.pid) as meter:
+            time.sleep(0.3)
+        # (the 0.3 s its other thread spent meanwhile, not the 0.6 s before as well)
+        assert 0.2 <= meter.usage.total < 0.55, meter.usage
+    finally:
+        idle.kill()
+        idle.wait(timeout=30)
+        leader.kill()
+        leader.wait(timeout=30)
