@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...aws.subscribe import Subscription
@@ -73,6 +73,19 @@ def _from(event: dict[str, Any], position: Position, with_anchor: bool = False) 
     return event if first == 0 else dict(event, Records=records.slice(first))
 
 
+@dataclass
+class ReadMemory:
+    """What the read holding a subscription took, for a retry of it (`HeldSubscription.rewind`) and for
+    the rest of an event it stopped inside (`requeue_after`)."""
+
+    start: Position | None = None  # where the read started (None: nothing to rewind to)
+    verified: bool = False  # that read checks its start is still there (see `begin_read`)
+    events: list[dict[str, Any]] = field(default_factory=list)  # the events it took, in order (capped)
+    bytes: int = 0  # their payload bytes (see REWIND_MAX_BYTES)
+    last_event: dict[str, Any] | None = None  # the last event it took
+    requeued: bool = False  # the front of the queue is the rest of the last event
+
+
 class HeldSubscription:
     """One open subscription and the messages its pump thread has taken from it: ("event", response),
     then ("end", None) or ("error", exception)."""
@@ -84,12 +97,7 @@ class HeldSubscription:
         self.relay_key = b""  # the key of the query run that opened it (see `relay`)
         self.behind = -1  # MillisBehindLatest of the last event handed out
         self.subscribed_ms = 0  # wall-clock time the service accepted it (see `Spacing`)
-        self.read_start: Position | None = None  # where the read holding it started (see `rewind`)
-        self.read_verified = False  # that read checks its start is still there (see `begin_read`)
-        self.read_events: list[dict[str, Any]] = []  # the events that read took, in order (capped)
-        self.read_bytes = 0  # their payload bytes (see REWIND_MAX_BYTES)
-        self.last_event: dict[str, Any] | None = None  # the last event a read took (`requeue_after`)
-        self.requeued = False  # the front of the queue is the rest of the last event (`requeue_after`)
+        self.read = ReadMemory()  # what the read holding it took (see `rewind`, `requeue_after`)
         self.since = time.monotonic()
         self.closing = False
         self._items: collections.deque[tuple[str, Any]] = collections.deque()
@@ -132,7 +140,7 @@ class HeldSubscription:
             item = self._items[0] if peek else self._items.popleft()
             if not peek and item[0] == "event":
                 self.behind = int(item[1].get("MillisBehindLatest", -1))
-                self.last_event, self.requeued = item[1], False
+                self.read.last_event, self.read.requeued = item[1], False
                 self._remember(item[1])
             self._ready.notify_all()
             return item
@@ -141,19 +149,19 @@ class HeldSubscription:
         """A read starts (or continues) this subscription at `position`: the events it takes are
         remembered until it keeps the subscription, so that a retry of it can start over (`rewind`).
         `verified`: the subscription was opened at S itself for a read that checks S is still there."""
-        self.read_start, self.read_events, self.read_verified = position, [], verified
-        self.read_bytes, self.last_event = 0, None
+        self.read = ReadMemory(start=position, verified=verified)
 
     def _remember(self, event: dict[str, Any]) -> None:
         """Keep a taken event for a retry, while the read's events stay under REWIND_MAX_BYTES (a long
         read, a drained backlog, would otherwise hold all it read here)."""
-        if self.read_start is None:
+        read = self.read
+        if read.start is None:
             return
-        self.read_bytes += event["Records"].payload_bytes
-        if self.read_bytes > REWIND_MAX_BYTES:
-            self.read_start, self.read_events = None, []  # (no rewind for this read)
+        read.bytes += event["Records"].payload_bytes
+        if read.bytes > REWIND_MAX_BYTES:
+            read.start, read.events = None, []  # (no rewind for this read)
         else:
-            self.read_events.append(event)
+            read.events.append(event)
 
     def requeue_after(self, position: Position) -> int:
         """A read that stopped inside the last event it took (a batch limit, or inside a KPL aggregate)
@@ -163,14 +171,14 @@ class HeldSubscription:
         keep its subscription, and the shard's next batch had to subscribe again and wait out the
         service's 5 seconds; under a batch budget shorter than that, batch after batch, the read never
         got a record. Returns how many records went back."""
-        event = self.last_event
+        event = self.read.last_event
         rest = None if event is None else _from(event, position)
         if rest is None:
             return 0
         with self._ready:
             self._items.appendleft(("event", rest))
             self._ready.notify_all()
-        self.requeued = True
+        self.read.requeued = True
         return len(rest["Records"])
 
     def rewind(self, position: Position) -> bool:
@@ -179,19 +187,20 @@ class HeldSubscription:
         took go back in front of the queue, from `position` on, in place of the rest `requeue_after`
         put there, so the retry continues the same subscription instead of subscribing again within the
         service's 5 seconds. False when `position` is not where that read started."""
-        if self.read_start is None or position != self.read_start or not self.read_events:
+        read = self.read
+        if read.start is None or position != read.start or not read.events:
             return False
         with self._ready:
-            if self.requeued and self._items and self._items[0][0] == "event":
+            if read.requeued and self._items and self._items[0][0] == "event":
                 self._items.popleft()  # (the last event's rest: it comes back whole below)
-            for event in reversed(self.read_events):
+            for event in reversed(read.events):
                 # (a verified read's retry gets S too, and checks it as the read did: see `open`)
-                rest = _from(event, position, with_anchor=self.read_verified)
+                rest = _from(event, position, with_anchor=read.verified)
                 if rest is not None:
                     self._items.appendleft(("event", rest))
             self._ready.notify_all()
-        self.requeued = False
-        self.read_events = []
+        read.requeued = False
+        read.events = []
         return True
 
     @property
@@ -235,7 +244,7 @@ class SubscriptionHub:
                     kept.batch = want.batch
                     kept.begin_read(want.position)
                     return self._handed(kept), False
-                verified = kept.read_verified
+                verified = kept.read.verified
                 if kept.rewind(want.position):
                     # A retry: a read that was verified is answered as a new subscription, so that the
                     # retry checks S as its failed attempt did (and reports the same loss if S is gone).
@@ -304,7 +313,7 @@ class SubscriptionHub:
             if kept is None or kept.relay_key != relay_key:
                 return None
             # (a verified read's retry is not relayed: it subscribes where it runs and checks S itself)
-            if kept.position != position and (kept.read_verified or not kept.rewind(position)):
+            if kept.position != position and (kept.read.verified or not kept.rewind(position)):
                 return None
             del self._kept[key]
             self._reading[key] = kept

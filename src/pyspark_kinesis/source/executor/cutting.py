@@ -97,15 +97,24 @@ class BatchCut:
         start: Position,
         limits: ShardLimits,
         until: Position | None,
+        origin: Position | None = None,
     ):
+        """`origin`: where the read resumes before it took a row, when not at `start` (a replay starts at
+        the first record its first attempt read)."""
         self.start, self.limits, self.until = start, limits, until
-        self.origin = start  # where the read resumes before it took a row (it may move, see ShardRead._gone)
+        self.origin = start if origin is None else origin
         self.cols = Columns(stream_name, stream_key, shard)
         self.first: tuple[str, int] | None = None  # the first user record taken
         self.last: tuple[str, int, int] | None = None  # (seq, sub, subs in that record) of the last row taken
         self.n_bytes = 0
         self.misplaced = 0  # user records of aggregates dropped as outside the shard's range (`misplaced`)
         self.reached_cutoff = self.stop = self.done_until = False
+
+    def restart(self, origin: Position) -> None:
+        """Nothing taken yet, and the read goes on from `origin` instead (its start aged out: from the
+        oldest record left)."""
+        assert self.last is None, "a read that took rows resumes after them"
+        self.origin = origin
 
     @property
     def resume(self) -> Position:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from dataclasses import dataclass
 
 from ...aws.get_records import Records
 from ...aws.kinesis import KinesisProxy
@@ -59,6 +60,23 @@ class ReadStuckError(RuntimeError):
     """A read took `MAX_STEPS` steps without ending: a bug or a service that never moves on."""
 
 
+@dataclass
+class ReadProgress:
+    """What changes as one shard's read goes on (what it took is its `BatchCut`'s): the read's inputs
+    stay as they were given, and everything `run()` moves is here, in one place."""
+
+    skip_from: Position  # where the source was opened (a partly read aggregate's records skip)
+    anchor: str | None = None  # the sequence number the next records must start with
+    at_tip: bool = False
+    closed: bool = False
+    children: tuple[str, ...] = ()
+    behind: int = -1
+    failures: int = 0  # transient failures in a row
+    empties: int = 0  # empty pages in a row
+    page_due: bool = False  # an open's first page, read whatever the time budget says
+    holder: str = ""  # where the continuation was kept for other executors (`PageSource.keep`)
+
+
 class ShardRead:
     """One shard's read in one batch: where it is and why it stopped. What it took, and whether a limit,
     the cutoff or the recorded end says the batch has enough, is its `cut`'s (`cutting.BatchCut`)."""
@@ -77,27 +95,20 @@ class ShardRead:
         the attempt that recorded it read, or their loss reported; `tip_ms`: when a read last found the
         shard at the tip at `start` (0: not known)."""
         proxy = context.proxy
-        self.start, self.until = start, None if expect is None else expect.reached
-        self.cut = BatchCut(
-            proxy.name, proxy.spec.resolved_arn, context.shard, start, context.limits, self.until
-        )
-        self.source = source_for(source, context) if isinstance(source, str) else source
-        self.context, self.proxy, self.shard = context, proxy, context.shard
-        self.expect, self.batch = expect, context.batch
-        where = f"Kinesis stream '{proxy.name}' ({proxy.spec.resolved_arn}), shard {context.shard}"
-        self.policy = LossPolicy(where, context.batch, fail_on_data_loss, proxy.spec.retention_ms, tip_ms)
-        self.anchor: str | None = None  # the sequence number the next records must start with
+        self.start, self.expect, self.context = start, expect, context
+        self.until = None if expect is None else expect.reached
+        origin = start
         if expect is not None and expect.first is not None and expect.records > 0:
             # A replay needs nothing before the first record its first attempt read: start there, so that a
             # start that moves (TRIM_HORIZON, a timestamp) or an aged-out "after S" cannot shift it.
-            self.cut.origin = Position.inside(expect.first[0], expect.first[1] - 1)
-        self.skip_from = start  # where the source was opened (a partly read aggregate's records skip)
-        self.at_tip = self.closed = False
-        self.children: tuple[str, ...] = ()
-        self.behind = -1
-        self.failures = self.empties = 0
-        self.page_due = False  # an open's first page, read whatever the time budget says
-        self.holder = ""  # where the continuation was kept for other executors (`PageSource.keep`)
+            origin = Position.inside(expect.first[0], expect.first[1] - 1)
+        self.cut = BatchCut(
+            proxy.name, proxy.spec.resolved_arn, context.shard, start, context.limits, self.until, origin
+        )
+        self.source = source_for(source, context) if isinstance(source, str) else source
+        where = f"Kinesis stream '{proxy.name}' ({proxy.spec.resolved_arn}), shard {context.shard}"
+        self.policy = LossPolicy(where, context.batch, fail_on_data_loss, proxy.spec.retention_ms, tip_ms)
+        self.progress = ReadProgress(skip_from=start)
 
     # -- the loop --------------------------------------------------------------------------------
     def run(self) -> tuple[Columns, ShardEnd]:
@@ -119,7 +130,7 @@ class ShardRead:
                 if not opened:
                     opened, reuse = self._open(reuse), False
                     continue
-                self.page_due = False
+                self.progress.page_due = False
                 try:
                     page = self.source.next_page(self._want())
                 except Fault as fault:
@@ -132,24 +143,28 @@ class ShardRead:
             # A read that stopped inside a page keeps only where the source gives the rest back. (A
             # verified open whose S has not come back yet would hand S to the next batch unchecked.)
             partial = self.cut.stop or self.cut.resume.kind == INSIDE
-            between = opened and not self.closed and (partial_ok or not partial)
-            between = between and self.anchor is None
-            if until is None and between and self.behind < CACHE_MAX_BEHIND_MS:
-                self.holder = self.source.keep(self.cut.resume)
+            between = opened and not self.progress.closed and (partial_ok or not partial)
+            between = between and self.progress.anchor is None
+            if until is None and between and self.progress.behind < CACHE_MAX_BEHIND_MS:
+                self.progress.holder = self.source.keep(self.cut.resume)
         finally:
             self.source.close()
         return self.cut.cols, self._end()
 
     def _over(self) -> bool:
-        if self.cut.stop or self.closed:
+        if self.cut.stop or self.progress.closed:
             return True
-        return self.until is None and not self.page_due and time.monotonic() > self.context.limits.deadline
+        return (
+            self.until is None
+            and not self.progress.page_due
+            and time.monotonic() > self.context.limits.deadline
+        )
 
     def _want(self) -> int:
         """How many records the next page may hold (where the source can ask)."""
         if self.until is None and self.context.limits.max_records > 0:
             # (a verified read's first page also holds the record it resumed after, which it drops)
-            extra = 1 if self.anchor is not None and self.skip_from.kind == AFTER else 0
+            extra = 1 if self.progress.anchor is not None and self.progress.skip_from.kind == AFTER else 0
             return max(1, min(MAX_GET_RECORDS, self.context.limits.max_records - len(self.cut.cols) + extra))
         return MAX_GET_RECORDS
 
@@ -161,9 +176,9 @@ class ShardRead:
             fresh = self.source.open(position, verify=verify, reuse=reuse)
         except Fault as fault:
             return self._failed(fault, opened=False)
-        self.skip_from = position
-        self.anchor = position.anchor if (fresh and verify) else None
-        self.page_due = True
+        self.progress.skip_from = position
+        self.progress.anchor = position.anchor if (fresh and verify) else None
+        self.progress.page_due = True
         return True
 
     def _failed(self, fault: Fault, *, opened: bool) -> bool:
@@ -174,7 +189,7 @@ class ShardRead:
         if kind is FaultKind.AHEAD:
             # The start is ahead of the service's clock (a LATEST pinned by a driver whose clock runs
             # ahead, or a timestamp not reached yet): nothing can have arrived since. At the tip.
-            self.at_tip = self.cut.stop = True
+            self.progress.at_tip = self.cut.stop = True
             return opened
         if kind is FaultKind.GONE:
             return self._gone()
@@ -185,16 +200,18 @@ class ShardRead:
         """A transient failure: logged once per streak (throttling is routine, a line per call is noise),
         fatal to a replay after too many in a row, else a jittered pause that never outlasts a first
         attempt's time budget."""
-        self.failures += 1
-        if self.failures == 1:
-            log.info("%s, batch %d: %s; backing off and trying again", self.policy.where, self.batch, fault)
-        if self.until is not None and self.failures > _REPLAY_RETRIES:
+        self.progress.failures += 1
+        if self.progress.failures == 1:
+            log.info(
+                "%s, batch %d: %s; backing off and trying again", self.policy.where, self.context.batch, fault
+            )
+        if self.until is not None and self.progress.failures > _REPLAY_RETRIES:
             raise StreamAccessError(
-                f"{self.policy.where}: batch {self.batch} must be read again to its recorded end, but "
-                f"{self.failures} calls in a row failed ({fault.cause or fault}). Check the stream's "
+                f"{self.policy.where}: batch {self.context.batch} must be read again to its recorded end, but "
+                f"{self.progress.failures} calls in a row failed ({fault.cause or fault}). Check the stream's "
                 "throughput and the network; the query can be restarted from its checkpoint."
             ) from fault.cause
-        pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.failures))
+        pause = random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2**self.progress.failures))
         if self.until is None:
             pause = min(pause, max(0.0, self.context.limits.deadline - time.monotonic()))
         time.sleep(pause)
@@ -205,7 +222,7 @@ class ShardRead:
         loss (see `loss`), and the read goes on from the oldest record left (or the shard counts as read
         to its end when none of it is left). A first read's start is judged by the tip rule; a replay
         goes on and `check_reproduced` judges its rows. Returns whether the source is open."""
-        self.proxy.check_same_stream(within_s=10.0)
+        self.context.proxy.check_same_stream(within_s=10.0)
         position = self.cut.resume
         try:
             exists = self.source.open_oldest()
@@ -226,36 +243,36 @@ class ShardRead:
             self.policy.aged_out(what)
         elif self.until is None:  # (gone between two calls of this read: as unknown what came after)
             self.policy.loss(what)
-        self.anchor = None
+        self.progress.anchor = None
         if not exists:
-            self.closed = True
+            self.progress.closed = True
             return False
-        self.skip_from = Position.trim_horizon()
+        self.progress.skip_from = Position.trim_horizon()
         if self.cut.last is None:
-            self.cut.origin = Position.trim_horizon()
+            self.cut.restart(Position.trim_horizon())
         return True
 
     # -- a page ----------------------------------------------------------------------------------
     def _absorb(self, page: Page) -> bool:
         """Take a page's records; True when the read is over."""
-        self.failures = 0
+        self.progress.failures = 0
         records = page.records
-        if self.anchor is not None:
+        if self.progress.anchor is not None:
             records = self._check_anchor(records, page)
-        self.cut.take(records, self.skip_from)
+        self.cut.take(records, self.progress.skip_from)
         if self.cut.stop:
             return True
-        self.behind = page.behind_ms
+        self.progress.behind = page.behind_ms
         if page.ended:
-            self.closed, self.children = True, page.children
+            self.progress.closed, self.progress.children = True, page.children
             return True
         to_end = self.context.to_end
         if to_end and self._past_listed_end():
-            self.closed = True  # (also where the server never says so: moto)
+            self.progress.closed = True  # (also where the server never says so: moto)
             return True
-        self.empties = 0 if len(records) else self.empties + 1
+        self.progress.empties = 0 if len(records) else self.progress.empties + 1
         if page.settled:  # the source waited as long as this read waits: over, at the tip if it says so
-            self.at_tip = self.until is None and page.behind_ms == 0 and not to_end
+            self.progress.at_tip = self.until is None and page.behind_ms == 0 and not to_end
             return True
         # Caught up: behind 0 and nothing more waiting (a full page means more is waiting, whatever a
         # lagging or simplified MillisBehindLatest says): nothing was left in the shard when this page was
@@ -264,12 +281,12 @@ class ShardRead:
         if page.behind_ms != 0 or page.full:
             return False
         if len(records) and self.until is None:
-            self.at_tip = not to_end
+            self.progress.at_tip = not to_end
             return True
-        if not len(records) and not (to_end and self.empties < CLOSED_EMPTY_READS):
+        if not len(records) and not (to_end and self.progress.empties < CLOSED_EMPTY_READS):
             # (a shard read to its end is never at the tip before its end is confirmed: an AvailableNow
             # run takes a shard at the tip as drained, and would leave its children unread)
-            self.at_tip = self.until is None and not to_end
+            self.progress.at_tip = self.until is None and not to_end
             return True
         return False
 
@@ -295,20 +312,20 @@ class ShardRead:
         """A verified read's first records: the anchor S first (dropped when the last batch read all of
         it), or nothing at all while the service still has records on the way. Anything else, or the tip
         or the shard's end without S, means S aged out, and records after it may have too."""
-        anchor = self.anchor
+        anchor = self.progress.anchor
         if not len(records):
             # (a settled page only says that no push came in time: S may still be on its way)
             if page.behind_ms == 0 or page.ended:
-                self.anchor = None
+                self.progress.anchor = None
                 self.policy.aged_out(
                     f"sequence number {anchor}, where the read resumes, is past retention, and no record is "
                     "left after it"
                 )
             return records
-        self.anchor = None
+        self.progress.anchor = None
         first = records.seqs[0].as_py()
         if first == anchor:
-            return records.slice(1) if self.skip_from.kind == AFTER else records
+            return records.slice(1) if self.progress.skip_from.kind == AFTER else records
         self.policy.aged_out(
             f"sequence number {anchor}, where the read resumes, is past retention: an unknown number of "
             f"records after it, up to sequence number {first} (the oldest left), may be too"
@@ -320,10 +337,10 @@ class ShardRead:
         until, cut = self.until, self.cut
         if until is not None:
             assert self.expect is not None
-            reached = self.closed if until.kind == END else cut.done_until
+            reached = self.progress.closed if until.kind == END else cut.done_until
             self.policy.check_reproduced(self.expect, self.start, reached, len(cut.cols), cut.first)
             end = until
-        elif self.closed and not cut.stop:
+        elif self.progress.closed and not cut.stop:
             end = Position.shard_end()
         elif cut.last is None:
             # Nothing taken: the read ends where it started, whichever way the service answered a start
@@ -345,13 +362,13 @@ class ShardRead:
             reached=end,
             records=len(cut.cols),
             bytes=cut.n_bytes,
-            at_tip=self.at_tip,
+            at_tip=self.progress.at_tip,
             reached_cutoff=cut.reached_cutoff,
-            children=self.children,
-            millis_behind=self.behind,
+            children=self.progress.children,
+            millis_behind=self.progress.behind,
             read_at_ms=int(time.time() * 1000),
             first=cut.first,
-            holder=self.holder,
+            holder=self.progress.holder,
             losses=tuple(self.policy.losses),
             misplaced=cut.misplaced,
         )

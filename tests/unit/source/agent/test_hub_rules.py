@@ -115,8 +115,8 @@ def test_a_new_held_subscription_is_unclaimed_and_remembers_nothing() -> None:
     held = held_on(Finite())
     assert held.position is None and held.batch == "" and held.relay_key == b""
     assert held.behind == -1 and held.subscribed_ms == 0
-    assert held.read_start is None and held.read_verified is False and held.read_events == []
-    assert held.read_bytes == 0 and held.last_event is None and held.requeued is False
+    assert held.read.start is None and held.read.verified is False and held.read.events == []
+    assert held.read.bytes == 0 and held.read.last_event is None and held.read.requeued is False
     assert held.closing is False and before <= held.since <= time.monotonic()
     pumps = [t for t in threading.enumerate() if t.name == f"efo-{SHARD}"]
     assert pumps and all(t.daemon for t in pumps)  # its pump never keeps the agent alive
@@ -182,10 +182,10 @@ def test_a_peek_leaves_the_event_and_the_state_alone() -> None:
     held = held_on(Finite(event([1, 2], behind=900)))
     first = held.take(2.0, peek=True)
     assert held.take(2.0, peek=True) is first and held.pending == 1
-    assert held.behind == -1 and held.last_event is None
-    held.requeued = True
+    assert held.behind == -1 and held.read.last_event is None
+    held.read.requeued = True
     assert held.take(2.0) is first
-    assert held.behind == 900 and held.last_event is first[1] and held.requeued is False
+    assert held.behind == 900 and held.read.last_event is first[1] and held.read.requeued is False
 
 
 def test_behind_is_minus_one_for_an_event_that_does_not_say() -> None:
@@ -213,19 +213,19 @@ def test_a_read_remembers_its_events_up_to_the_cap_counted_over_the_whole_read(m
     held.begin_read(Position.after("0"))
     held.take(2.0)
     held.take(2.0)
-    assert held.read_bytes == 4 and len(held.read_events) == 2  # at the cap: still remembered
+    assert held.read.bytes == 4 and len(held.read.events) == 2  # at the cap: still remembered
     held.take(2.0)
-    assert held.read_start is None and held.read_events == []  # past it: no rewind for this read
+    assert held.read.start is None and held.read.events == []  # past it: no rewind for this read
     held.begin_read(Position.after("5"))
-    assert held.read_bytes == 0 and held.read_verified is False and held.last_event is None
+    assert held.read.bytes == 0 and held.read.verified is False and held.read.last_event is None
 
 
 def test_requeueing_after_the_last_event_puts_back_nothing() -> None:
     held = held_on(Finite(event([1, 2])))
     assert held.requeue_after(Position.after("1")) == 0  # nothing taken yet
     held.take(2.0)
-    assert held.requeue_after(Position.after("2")) == 0 and held.requeued is False
-    assert held.requeue_after(Position.after("1")) == 1 and held.requeued is True
+    assert held.requeue_after(Position.after("2")) == 0 and held.read.requeued is False
+    assert held.requeue_after(Position.after("1")) == 1 and held.read.requeued is True
 
 
 def test_a_rewind_keeps_events_pushed_since_and_forgets_the_read() -> None:
@@ -235,7 +235,7 @@ def test_a_rewind_keeps_events_pushed_since_and_forgets_the_read() -> None:
     assert seqs(held.take(2.0)) == ["1", "2"]
     assert held.requeue_after(Position.after("2")) == 0  # the read ended at the event's end
     assert held.rewind(Position.after("0"))  # nothing waits in the queue: nothing to drop
-    assert held.requeued is False and held.read_events == []
+    assert held.read.requeued is False and held.read.events == []
     assert seqs(held.take(2.0)) == ["1", "2"]
     held.close()
 
@@ -245,7 +245,7 @@ def test_a_rewind_leaves_an_event_pushed_after_the_read() -> None:
     held = held_on(stream)
     held.begin_read(Position.after("0"))
     assert seqs(held.take(2.0)) == ["1", "2"]
-    assert held.requeue_after(Position.after("2")) == 0 and held.requeued is False
+    assert held.requeue_after(Position.after("2")) == 0 and held.read.requeued is False
     stream.events.put(event([3]))
     assert eventually(lambda: held.pending == 1)  # pushed since, not taken by the read
     assert held.rewind(Position.after("0"))
@@ -386,7 +386,7 @@ def test_a_verified_reads_retries_stay_verified() -> None:
     for _attempt in range(2):
         hub.keep(held, Position.after("6"))
         retry, fresh = hub.open(request(start, batch="t#0", verify=True))
-        assert retry is held and fresh and held.read_verified is True and held.read_start == start
+        assert retry is held and fresh and held.read.verified is True and held.read.start == start
         assert held.batch == "t#0"
         assert seqs(hub.next_for(retry, 2.0, settle=False)) == ["5", "6"]
     held.close()
@@ -414,7 +414,7 @@ def test_a_relayed_read_continues_from_where_its_batch_started() -> None:
     hub.relayed_at = float("-inf")
     retried = hub.resume(KEY, b"k", Position.after("0"), "t#0")  # a retry, relayed to this holder
     assert retried is held and hub.busy(KEY, b"k") == ("t#0", held.subscribed_ms)
-    assert hub.relayed_at > float("-inf") and held.read_start == Position.after("0")
+    assert hub.relayed_at > float("-inf") and held.read.start == Position.after("0")
     assert seqs(hub.next_for(held, 2.0, settle=False)) == ["1", "2"]
     hub.keep(held, Position.after("2"))
     assert hub.resume(KEY, b"k", Position.after("0"), "t#0") is held  # its retry in turn
