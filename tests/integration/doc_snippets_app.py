@@ -1,6 +1,6 @@
 """Runs the README's and docs/' Python blocks (tests/support/snippets.py) as a user would, against a
 kinesis-local of its own: paths under a work folder, the README's endpoint made the server's. Every AWS
-endpoint is the loopback (AWS_ENDPOINT_URL: a dead port; Kinesis: the server; S3 and CloudWatch: moto's
+endpoint is the loopback (AWS_ENDPOINT_URL: a dead port; Kinesis: the server; S3, CloudWatch and Glue: moto's
 server, with the docs' bucket), so a block that would reach further fails instead. Prints one JSON line per block: {"file", "line", "outcome"}.
 
 Usage: python -m tests.integration.doc_snippets_app <workdir>
@@ -27,6 +27,7 @@ def localized(code: str, work: str, endpoint: str, n: int, seqs: dict[str, str])
         ('"/chk', f'"{work}/chk-{n}'),
         ("http://127.0.0.1:4567", endpoint),
         ('"/var/lib/node_exporter/', f'"{work}/node_exporter/'),
+        ('open("payment.avsc")', f'open("{work}/payment.avsc")'),
     ):
         code = code.replace(old, new)
     lines = code.split("\n")
@@ -64,6 +65,7 @@ def main() -> None:
             "AWS_ENDPOINT_URL_KINESIS": server.endpoint,
             "AWS_ENDPOINT_URL_S3": s3.endpoint,  # (metadataPath on S3: moto's server, the docs' bucket made)
             "AWS_ENDPOINT_URL_CLOUDWATCH": s3.endpoint,  # (the lag listener's metrics: moto's server too)
+            "AWS_ENDPOINT_URL_GLUE": s3.endpoint,  # (the Glue Schema Registry's snippets: moto's too)
             "PYSPARK_PYTHON": sys.executable,
         }
         import boto3

@@ -75,19 +75,33 @@ SETUPS: dict[tuple[str, str], str] = {
         "os.makedirs(work + '/node_exporter', exist_ok=True)\n"
     ),
 }
+# (the Glue Schema Registry is moto's server too: AWS_ENDPOINT_URL_GLUE, doc_snippets_app.py)
+SETUPS[("docs/reading.md", "orders = (")] = (
+    "import boto3\n"
+    "_glue = boto3.client('glue')\n"
+    "_glue.create_registry(RegistryName='shop')\n"
+    "_glue.create_schema(RegistryId={'RegistryName': 'shop'}, SchemaName='orders', DataFormat='AVRO', "
+    "Compatibility='BACKWARD', SchemaDefinition=json.dumps({'type': 'record', 'name': 'Order', 'fields': "
+    "[{'name': 'id', 'type': 'long'}, {'name': 'amount', 'type': 'double'}]}))\n"
+)
+SETUPS[
+    (
+        "docs/sink.md",
+        'df.selectExpr("struct(id, amount, currency) AS value", "cast(id AS string) AS partitionKey")',
+    )
+] = (
+    "import boto3\n"
+    "df = spark.createDataFrame([(1, 9.5, 'EUR'), (2, 3.0, 'USD')], 'id long, amount double, currency string')\n"
+    "boto3.client('glue').create_registry(RegistryName='payments-registry')\n"
+    "with open(work + '/payment.avsc', 'w') as _schema:\n"
+    "    _schema.write(json.dumps({'type': 'record', 'name': 'Payment', 'fields': [{'name': 'id', 'type': "
+    "'long'}, {'name': 'amount', 'type': 'double'}, {'name': 'currency', 'type': 'string'}]}))\n"
+)
 # Blocks that cannot run here, and why (and what does test that path).
 LEFT_OUT: dict[tuple[str, str], str] = {
     (
         "docs/reading.md",
         "streams = [",
     ): "another account's role and region (test_multi_stream runs it against local STS)",
-    (
-        "docs/reading.md",
-        "orders = (",
-    ): "the Glue Schema Registry (test_glue_values reads it from a local registry)",
-    (
-        "docs/sink.md",
-        'df.selectExpr("struct(id, amount, currency) AS value", "cast(id AS string) AS partitionKey")',
-    ): ("the Glue Schema Registry and a schema file (test_glue_registration runs it)"),
     ("docs/sink.md", "streams = ["): "other accounts' streams (test_sink writes several streams locally)",
 }
