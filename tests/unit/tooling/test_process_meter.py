@@ -218,6 +218,7 @@ def test_a_process_born_and_orphaned_during_the_measurement_keeps_its_time(tmp_p
     ends first), and ends as the meter's adopted child: the meter knew it only from its sampler, did
     not adopt it, and lost its whole time (the fresh jobs read 0.00 CPU-s of JVM)."""
     go = tmp_path / "go"
+    others = set(_children_of(os.getpid()))  # (a server another test left running: not this tree)
     root = subprocess.Popen(
         [sys.executable, "-c", LATE_ORPHANER, str(go)],
         stdin=subprocess.PIPE,
@@ -229,10 +230,9 @@ def test_a_process_born_and_orphaned_during_the_measurement_keeps_its_time(tmp_p
         with ProcessMeter(root.pid) as meter:
             go.touch()
             root.stdout.readline()
-            for _wait in range(200):  # bounded: until every process of the tree ended (zombies here)
-                mine = [s for s in map(read_stat, _children_of(os.getpid())) if s is not None]
-                if all(s.state == "Z" for s in mine):
-                    break
+            for _wait in range(200):  # bounded: until every process of the tree ended as a whole
+                if all(_ended_whole(pid) for pid in set(_children_of(os.getpid())) - others):
+                    break  # (a zombie leader whose other threads still exit reads low: wait for them too)
                 time.sleep(0.05)
         usage = meter.usage
     finally:
@@ -241,6 +241,14 @@ def test_a_process_born_and_orphaned_during_the_measurement_keeps_its_time(tmp_p
         root.wait(timeout=30)
     assert usage.left == [], usage.left
     assert 1.2 <= usage.total <= 2.4, usage  # two threads of 0.8 s busy, plus three small starts
+
+
+def _ended_whole(pid: int) -> bool:
+    """Ended, every thread (it can be waited for), without reaping it; True when it is gone already."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _children_of(pid: int) -> list[int]:
