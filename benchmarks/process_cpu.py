@@ -115,6 +115,16 @@ def ignores_sigchld(pid: int) -> bool:
     return False
 
 
+def ended_whole(pid: int) -> bool:
+    """Whether a child of this process has ended as a whole, every thread, without reaping it (a
+    JVM's first thread shows a zombie in /proc before its others end, and its reading is low until
+    they have); True when it is gone already."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 def command_of(pid: int) -> tuple[str, list[str]] | None:
     """(name, argv) of a process; None when gone, or a zombie (its argv is empty then)."""
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.local_setup import create_stream, environment
-from benchmarks.process_cpu import ROLES, ProcessMeter, Usage
+from benchmarks.process_cpu import ROLES, ProcessMeter, Usage, ended_whole
 from benchmarks.report import Spread, machine
 
 WAIT_S = 600  # one job's bound
@@ -164,19 +163,10 @@ def _until_exited(pid: int, others: set[int]) -> None:
 
     for _poll in range(WAIT_S * 20):
         children = [child.pid for child in psutil.Process().children() if child.pid not in others]
-        if all(_waitable(child) for child in children):
+        if all(ended_whole(child) for child in children):
             return
         time.sleep(0.05)
     raise RuntimeError(f"job {pid} or a process it started did not exit")
-
-
-def _waitable(pid: int) -> bool:
-    """Whether a child has ended as a whole (every thread: a JVM's first thread shows a zombie in
-    /proc before the others end), without reaping it; True when it is gone already."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
 
 
 def run(shards: int, rounds: int, work: Path) -> list[JobRun]:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks import process_cpu
-from benchmarks.process_cpu import DRIVER_PYTHON, JVM, ProcessMeter, Stat, read_stat
+from benchmarks.process_cpu import DRIVER_PYTHON, JVM, ProcessMeter, Stat, ended_whole, read_stat
 
 CHILD = """
 import time
@@ -231,7 +231,7 @@ def test_a_process_born_and_orphaned_during_the_measurement_keeps_its_time(tmp_p
             go.touch()
             root.stdout.readline()
             for _wait in range(200):  # bounded: until every process of the tree ended as a whole
-                if all(_ended_whole(pid) for pid in set(_children_of(os.getpid())) - others):
+                if all(ended_whole(pid) for pid in set(_children_of(os.getpid())) - others):
                     break  # (a zombie leader whose other threads still exit reads low: wait for them too)
                 time.sleep(0.05)
         usage = meter.usage
@@ -241,14 +241,6 @@ def test_a_process_born_and_orphaned_during_the_measurement_keeps_its_time(tmp_p
         root.wait(timeout=30)
     assert usage.left == [], usage.left
     assert 1.2 <= usage.total <= 2.4, usage  # two threads of 0.8 s busy, plus three small starts
-
-
-def _ended_whole(pid: int) -> bool:
-    """Ended, every thread (it can be waited for), without reaping it; True when it is gone already."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
 
 
 def _children_of(pid: int) -> list[int]:
