@@ -10,11 +10,11 @@ import logging
 import pytest
 
 from pyspark_kinesis.errors import OptionError
-from pyspark_kinesis.sink.options import SINK_OPTIONS, parse_sink_options
-from pyspark_kinesis.source.options import KNOWN_OPTIONS, parse_options
+from pyspark_kinesis.sink.options import parse_sink_options, sink_options
+from pyspark_kinesis.source.options import known_options, parse_options
 
 # The options declared secret (`config.declared.Option.secret`), the source's and the sink's.
-SECRET_OPTIONS = {o.key for o in (*KNOWN_OPTIONS.values(), *SINK_OPTIONS.values()) if o.secret}
+SECRET_OPTIONS = {o.key for o in (*known_options().values(), *sink_options().values()) if o.secret}
 
 # Each value is found by a search for its text: numbers of many digits, strings that occur nowhere else.
 VALUES = [

@@ -111,12 +111,12 @@ def options(
 ) -> None:
     """Print the source's and the sink's options with their defaults."""
     from ..config.declared import markdown_table
-    from ..sink.options import SINK_OPTIONS
-    from ..source.options import KNOWN_OPTIONS
+    from ..sink.options import sink_options
+    from ..source.options import known_options
 
     for title, known in (
-        ("source options (readStream, read)", KNOWN_OPTIONS),
-        ("sink options (writeStream, write)", SINK_OPTIONS),
+        ("source options (readStream, read)", known_options()),
+        ("sink options (writeStream, write)", sink_options()),
     ):
         if markdown:
             typer.echo(f"{title}:\n{markdown_table(known.values())}\n")

@@ -4,6 +4,9 @@ The connector moves bytes; a format is the one piece that knows what they mean, 
 Spark's Kafka connectors. The source and the sink ask the format of the query's `valueFormat`
 (`codec_of`) and hold no format code of their own:
 
+- options: the options it takes on read and on write (`read_options`, `write_options`, declared like
+  every other option, so the unknown-option check, the docs' tables and `pyspark-kinesis options` know
+  them), and its own frozen settings parsed from them (`settings`; they travel in `ValueFormat`);
 - reading: what it must know before rows have a shape (`for_reading`, at `.load()` and again where
   Spark makes the reader: glue looks up the reader's schema version, which then travels to the
   executors inside the config, so every task decodes into one version), the Spark fields it adds
@@ -15,22 +18,32 @@ Spark's Kafka connectors. The source and the sink ask the format of the query's 
   payload's bytes or text).
 
 `raw` (`formats.raw`) and `glue` (`formats.glue`, the AWS Glue Schema Registry) are built in;
-`register_format` adds another under its `valueFormat` name.
+`register_format` adds another under its `valueFormat` name: a new format is one module and one call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql.types import DataType, StructField, StructType
 
-from ..config import value_format
 from ..config.aws_settings import AwsSettings
-from ..config.value_format import SchemaToWrite, ValueFormat
+from ..config.declared import Option
+from ..config.value_format import READ_FORMAT, WRITE_FORMAT, ValueFormat, choice
+from ..errors import OptionError
 from ..values import ValueDoesNotFit
 
-__all__ = ["ValueCodec", "ValueDoesNotFit", "ValueEncoder", "codec_of", "register_format"]
+__all__ = [
+    "ValueCodec",
+    "ValueDoesNotFit",
+    "ValueEncoder",
+    "codec_of",
+    "parse_value_format",
+    "register_format",
+    "value_options",
+]
 
 
 class ValueEncoder(Protocol):
@@ -45,6 +58,10 @@ class ValueCodec(Protocol):
     """One value format (see the module docstring)."""
 
     payload_column: str
+    read_options: tuple[Option, ...]
+    write_options: tuple[Option, ...]
+
+    def settings(self, opts: Mapping[str, str], *, writing: bool) -> Any: ...
 
     def for_reading(self, value: ValueFormat, aws: AwsSettings) -> ValueFormat: ...
 
@@ -54,9 +71,7 @@ class ValueCodec(Protocol):
 
     def check_columns(self, fields: dict[str, DataType]) -> None: ...
 
-    def for_writing(
-        self, value: ValueFormat, aws: AwsSettings, schema: StructType, wanted: SchemaToWrite | None
-    ) -> ValueFormat: ...
+    def for_writing(self, value: ValueFormat, aws: AwsSettings, schema: StructType) -> ValueFormat: ...
 
     def encoder(self, value: ValueFormat) -> ValueEncoder | None: ...
 
@@ -66,28 +81,53 @@ _CODECS: dict[str, ValueCodec] = {}
 
 def register_format(name: str, codec: ValueCodec) -> None:
     """Make `codec` the format of `valueFormat=<name>` (the name in lower case)."""
-    name = name.lower()
-    _CODECS[name] = codec
-    if name not in value_format.FORMAT_NAMES:
-        value_format.FORMAT_NAMES.append(name)
+    _CODECS[name.lower()] = codec
 
 
 def codec_of(value: ValueFormat) -> ValueCodec:
     """The format `value.format` names."""
-    if value.format not in _CODECS:  # (a format registered first must not hide raw and glue)
-        _register_built_in()
     try:
-        return _CODECS[value.format]
+        return _codecs()[value.format]
     except KeyError:
         raise ValueError(
             f"no value format is registered as {value.format!r} (known: {sorted(_CODECS)})"
         ) from None
 
 
-def _register_built_in() -> None:
-    """raw and glue, on first use (glue's modules load only when a query uses it)."""
-    from .glue import GlueCodec
-    from .raw import RawCodec
+def value_options(*, writing: bool) -> tuple[Option, ...]:
+    """`valueFormat` and every registered format's own options (an option two formats share, once)."""
+    declared = {o.key: o for codec in _codecs().values() for o in _own(codec, writing)}
+    return (WRITE_FORMAT if writing else READ_FORMAT, *declared.values())
 
-    _CODECS.setdefault("raw", RawCodec())
-    _CODECS.setdefault("glue", GlueCodec())
+
+def parse_value_format(opts: Mapping[str, str], *, writing: bool) -> ValueFormat:
+    """The format `valueFormat` names, with the settings it parses from its own options; an option of
+    another format is refused (it would silently do nothing)."""
+    codecs = _codecs()
+    name = choice(opts, "valueFormat", tuple(codecs))
+    own = {o.key for o in _own(codecs[name], writing)}
+    for other, codec in codecs.items():
+        foreign = [o.key for o in _own(codec, writing) if o.key in opts and o.key not in own]
+        if foreign:
+            raise OptionError(
+                foreign[0], f"applies to valueFormat={other} only", f"Set valueFormat={other}, or remove it."
+            )
+    return ValueFormat(name, codecs[name].settings(opts, writing=writing))
+
+
+def _own(codec: ValueCodec, writing: bool) -> tuple[Option, ...]:
+    return codec.write_options if writing else codec.read_options
+
+
+def _codecs() -> dict[str, ValueCodec]:
+    """The registered formats, raw first (valueFormat's default), raw and glue registered on first use
+    (a format registered before must not hide them; glue's registry code loads only when a query uses
+    it)."""
+    if "raw" not in _CODECS or "glue" not in _CODECS:
+        from .glue import GlueCodec
+        from .raw import RawCodec
+
+        _CODECS.setdefault("raw", RawCodec())
+        _CODECS.setdefault("glue", GlueCodec())
+        _CODECS.update({k: _CODECS.pop(k) for k in list(_CODECS) if k != "raw"})  # raw first
+    return _CODECS

@@ -18,6 +18,7 @@ The registry's modules load only when a query uses this format.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +26,17 @@ import pyarrow as pa
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from ..config.aws_settings import AwsSettings
-from ..config.value_format import COLUMN, FLATTEN, SchemaToWrite, ValueFormat
+from ..config.value_format import ValueFormat
 from ..errors import OptionError
+from .glue_options import (
+    COLUMN,
+    FLATTEN,
+    READ_OPTIONS,
+    WRITE_OPTIONS,
+    GlueSettings,
+    SchemaToWrite,
+    parse_glue,
+)
 
 if TYPE_CHECKING:
     from ..aws.glue_registry import RegisteredSchema
@@ -40,45 +50,52 @@ class GlueCodec:
     """The Glue Schema Registry's framing (see the module docstring)."""
 
     payload_column = "value"
+    read_options = READ_OPTIONS
+    write_options = WRITE_OPTIONS
+
+    def settings(self, opts: Mapping[str, str], *, writing: bool) -> GlueSettings:
+        return parse_glue(opts, writing=writing)
 
     # -- reading ---------------------------------------------------------------------------------
     def for_reading(self, value: ValueFormat, aws: AwsSettings) -> ValueFormat:
         """The reader's schema looked up (once: a value that has it is returned as it is)."""
-        if value.reader_definition is not None:
+        g = _glue(value)
+        if g.reader_definition is not None:
             return value
         from ..aws import glue_registry
         from ..values.avro_types import UnsupportedSchema
 
-        ref = glue_registry.RegistryRef(value.version_id, value.registry, value.schema, value.version_number)
-        found = glue_registry.reader_schema(aws, value.endpoint_url, ref)
-        option = "schemaVersionId" if value.version_id else "schemaName"
+        ref = glue_registry.RegistryRef(g.version_id, g.registry, g.schema, g.version_number)
+        found = glue_registry.reader_schema(aws, g.endpoint_url, ref)
+        option = "schemaVersionId" if g.version_id else "schemaName"
         if found.data_format not in READS:
             raise OptionError(
                 option,
                 f"{ref.describe()} is a {found.data_format} schema; the connector decodes AVRO, JSON and PROTOBUF",
                 "Read the records with valueFormat=raw and decode data yourself.",
             )
-        if value.message is not None and found.data_format != "PROTOBUF":
+        if g.message is not None and found.data_format != "PROTOBUF":
             raise OptionError(
                 "protobufMessageName",
                 f"applies to Protobuf schemas, and {ref.describe()} is {found.data_format}",
                 "Remove it.",
             )
-        resolved = replace(value, reader_definition=found.definition, data_format=found.data_format)
+        resolved = replace(g, reader_definition=found.definition, data_format=found.data_format)
         try:
             _reader_type(resolved)
         except UnsupportedSchema as exc:
             raise OptionError(
                 option, f"{ref.describe()}: {exc}", "Change the schema, or read with valueFormat=raw."
             ) from None
-        return resolved
+        return replace(value, settings=resolved)
 
     def added_fields(self, value: ValueFormat, taken: frozenset[str]) -> list[StructField]:
         """The record (one struct column `value`, or its fields with valueColumns=flatten), then
         `valueError` with onDecodeError=column. `taken`: the Kinesis columns' names, in lower case."""
-        decoded = _reader_type(value)
+        g = _glue(value)
+        decoded = _reader_type(g)
         fields: list[StructField] = []
-        if value.columns == FLATTEN and isinstance(decoded, StructType):
+        if g.columns == FLATTEN and isinstance(decoded, StructType):
             clash = [f.name for f in decoded.fields if f.name.lower() in taken | {"valueerror"}]
             if clash:
                 raise OptionError(
@@ -89,13 +106,14 @@ class GlueCodec:
             fields += decoded.fields
         else:
             fields.append(StructField("value", decoded))
-        if value.on_error == COLUMN:
+        if g.on_error == COLUMN:
             fields.append(StructField("valueError", StringType()))
         return fields
 
     def decode(self, value: ValueFormat, aws: AwsSettings, batch: pa.RecordBatch) -> list[pa.Array]:
         """The added columns of a batch of Kinesis columns, in `added_fields` order."""
-        decoder = _decoder(value, aws)
+        g = _glue(value)
+        decoder = _decoder(g, aws)
         names, shards, seqs = (batch.column(n) for n in ("streamName", "shardId", "sequenceNumber"))
 
         def where(i: int) -> str:
@@ -103,9 +121,7 @@ class GlueCodec:
 
         decoded = decoder.decode(batch.column("data"), where)
         values = decoded.values
-        arrays = (
-            values.flatten() if value.columns == FLATTEN and isinstance(values, pa.StructArray) else [values]
-        )
+        arrays = values.flatten() if g.columns == FLATTEN and isinstance(values, pa.StructArray) else [values]
         if decoded.errors is not None:
             arrays.append(decoded.errors)
         return arrays
@@ -130,27 +146,26 @@ class GlueCodec:
                 "Drop 'data'.",
             )
 
-    def for_writing(
-        self, value: ValueFormat, aws: AwsSettings, schema: StructType, wanted: SchemaToWrite | None
-    ) -> ValueFormat:
+    def for_writing(self, value: ValueFormat, aws: AwsSettings, schema: StructType) -> ValueFormat:
         """The schema version the options name, looked up (or, with schemaAutoRegistration,
         registered) once at query start with the sink's region and credentials, so that every task
         writes the same version; the `value` column's fields checked against it."""
         from ..values.avro_types import UnsupportedSchema
         from ..values.glue_encode import ENCODERS
 
-        if wanted is not None:
-            found = _version_of_definition(value, aws, wanted, schema)
+        g = _glue(value)
+        if g.write is not None:
+            found = _version_of_definition(g, aws, g.write, schema)
             option, described = (
                 "schemaDefinition",
-                f"the version of schema '{value.schema}' with schemaDefinition",
+                f"the version of schema '{g.schema}' with schemaDefinition",
             )
         else:
             from ..aws.glue_registry import RegistryRef, reader_schema
 
-            ref = RegistryRef(value.version_id, value.registry, value.schema, value.version_number)
-            found = reader_schema(aws, value.endpoint_url, ref)
-            option = "schemaVersionId" if value.version_id else "schemaName"
+            ref = RegistryRef(g.version_id, g.registry, g.schema, g.version_number)
+            found = reader_schema(aws, g.endpoint_url, ref)
+            option = "schemaVersionId" if g.version_id else "schemaName"
             described = ref.describe()
         if found.data_format not in ENCODERS:
             raise OptionError(
@@ -160,65 +175,70 @@ class GlueCodec:
                 "Name an Avro, JSON or Protobuf schema version, or write bytes you encoded yourself with valueFormat=raw.",
             )
         resolved = replace(
-            value,
+            g,
             reader_definition=found.definition,
             version_id=found.version_id,
             data_format=found.data_format,
         )
         try:
-            encoder = self.encoder(resolved)
+            encoder = _encoder(resolved)
         except UnsupportedSchema as exc:
             raise OptionError(
                 option, f"{described}: {exc}", "Change the schema, or write with valueFormat=raw."
             ) from None
         _fields_fit(schema, encoder, str(resolved.version_id))
-        return resolved
+        return replace(value, settings=resolved)
 
     def encoder(self, value: ValueFormat) -> GlueEncoder:
         """The encoder of the version looked up at query start, built once per executor process."""
-        from ..values.glue_encode import encoder
+        return _encoder(_glue(value))
 
-        assert value.reader_definition is not None and value.version_id is not None, (
-            "looked up at query start"
-        )
-        key = (value.version_id, value.reader_definition, value.message)
-        if key not in _ENCODERS:
-            _ENCODERS[key] = encoder(
-                value.data_format, value.reader_definition, value.version_id, value.message
-            )
-        return _ENCODERS[key]
+
+def _glue(value: ValueFormat) -> GlueSettings:
+    assert isinstance(value.settings, GlueSettings), "valueFormat=glue parses GlueSettings"
+    return value.settings
 
 
 _ENCODERS: dict[tuple[str, str, str | None], GlueEncoder] = {}  # per process: (version, definition, message)
 
 
-def _reader_type(value: ValueFormat) -> DataType:
+def _encoder(g: GlueSettings) -> GlueEncoder:
+    from ..values.glue_encode import encoder
+
+    assert g.reader_definition is not None and g.version_id is not None, "looked up at query start"
+    key = (g.version_id, g.reader_definition, g.message)
+    if key not in _ENCODERS:
+        _ENCODERS[key] = encoder(g.data_format, g.reader_definition, g.version_id, g.message)
+    return _ENCODERS[key]
+
+
+def _reader_type(g: GlueSettings) -> DataType:
     from ..values import json_types, protobuf_types
     from ..values.avro_types import parse, spark_type
 
-    assert value.reader_definition is not None, "for_reading() first"
-    if value.data_format == "JSON":
-        return json_types.spark_type(json_types.parse(value.reader_definition))
-    if value.data_format == "PROTOBUF":
-        compiled = protobuf_types.compile_proto(value.reader_definition)
-        return protobuf_types.spark_type(compiled.message(value.message))
-    return spark_type(parse(value.reader_definition))
+    assert g.reader_definition is not None, "for_reading() first"
+    if g.data_format == "JSON":
+        return json_types.spark_type(json_types.parse(g.reader_definition))
+    if g.data_format == "PROTOBUF":
+        compiled = protobuf_types.compile_proto(g.reader_definition)
+        return protobuf_types.spark_type(compiled.message(g.message))
+    return spark_type(parse(g.reader_definition))
 
 
 @functools.lru_cache(maxsize=8)
-def _decoder(value: ValueFormat, aws: Any) -> GlueValues:
+def _decoder(g: GlueSettings, aws: Any) -> GlueValues:
     """One decoder per reader schema and executor process (writer versions cached inside)."""
     from ..aws import glue_registry
     from ..values.glue_values import GlueValues
 
-    assert value.reader_definition is not None
+    assert g.reader_definition is not None
     return GlueValues(
-        value.reader_definition,
-        lambda version: glue_registry.schema_version(aws, value.endpoint_url, version).definition,
-        value.on_error,
-        value.without_header,
-        value.data_format,
-        value.message,
+        g.reader_definition,
+        lambda version: glue_registry.schema_version(aws, g.endpoint_url, version).definition,
+        g.on_error,
+        g.without_header,
+        g.data_format,
+        g.message,
     )
 
 
@@ -240,7 +260,7 @@ _UNREGISTERED = "00000000-0000-0000-0000-000000000000"  # a definition checked b
 
 
 def _version_of_definition(
-    value: ValueFormat, aws: AwsSettings, wanted: SchemaToWrite, schema: StructType
+    g: GlueSettings, aws: AwsSettings, wanted: SchemaToWrite, schema: StructType
 ) -> RegisteredSchema:
     """The version of schemaName whose definition is schemaDefinition; with schemaAutoRegistration,
     registered first when no version has it (the definition, and the `value` column's fields against
@@ -257,9 +277,9 @@ def _version_of_definition(
     from ..values.avro_types import UnsupportedSchema
     from ..values.glue_encode import encoder
 
-    assert value.registry and value.schema, "parse_value_format requires them beside schemaDefinition"
-    name = SchemaName(value.registry, value.schema)
-    found = version_by_definition(aws, value.endpoint_url, name, wanted.definition)
+    assert g.registry and g.schema, "parse_glue requires them beside schemaDefinition"
+    name = SchemaName(g.registry, g.schema)
+    found = version_by_definition(aws, g.endpoint_url, name, wanted.definition)
     if found is not None:
         return found
     if not wanted.register:
@@ -269,7 +289,7 @@ def _version_of_definition(
             "Register it, or let the sink register it (schemaAutoRegistration=true), or name a "
             "registered version with schemaVersionNumber.",
         )
-    existing = schema_format(aws, value.endpoint_url, name)
+    existing = schema_format(aws, g.endpoint_url, name)
     if existing and wanted.data_format and existing != wanted.data_format:
         raise OptionError(
             "schemaDataFormat",
@@ -278,7 +298,7 @@ def _version_of_definition(
         )
     data_format = existing or wanted.data_format or "AVRO"
     try:
-        local = encoder(data_format, wanted.definition, _UNREGISTERED, value.message)
+        local = encoder(data_format, wanted.definition, _UNREGISTERED, g.message)
     except (UnsupportedSchema, ValueError, KeyError) as exc:
         raise OptionError(
             "schemaDefinition",
@@ -288,7 +308,7 @@ def _version_of_definition(
     _fields_fit(schema, local, "schemaDefinition (nothing was registered)")
     create = None if existing else NewSchema(data_format, wanted.compatibility)
     try:
-        return register_version(aws, value.endpoint_url, name, wanted.definition, create)
+        return register_version(aws, g.endpoint_url, name, wanted.definition, create)
     except RegistrationRefused as exc:
         raise OptionError(
             "schemaDefinition",

@@ -3,11 +3,14 @@ bytes); on write a row's `data` column (binary, or text written as UTF-8) is the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, DataType, StringType, StructField, StructType
 
 from ..config.aws_settings import AwsSettings
-from ..config.value_format import SchemaToWrite, ValueFormat
+from ..config.declared import Option
+from ..config.value_format import ValueFormat
 from ..errors import OptionError
 from . import ValueEncoder
 
@@ -16,6 +19,11 @@ class RawCodec:
     """Bytes in, bytes out: nothing to look up, decode or encode."""
 
     payload_column = "data"
+    read_options: tuple[Option, ...] = ()
+    write_options: tuple[Option, ...] = ()
+
+    def settings(self, opts: Mapping[str, str], *, writing: bool) -> None:
+        return None
 
     def for_reading(self, value: ValueFormat, aws: AwsSettings) -> ValueFormat:
         return value
@@ -36,9 +44,7 @@ class RawCodec:
                 "data", f"column 'data' is {fields['data'].simpleString()}", "Cast it to binary or string."
             )
 
-    def for_writing(
-        self, value: ValueFormat, aws: AwsSettings, schema: StructType, wanted: SchemaToWrite | None
-    ) -> ValueFormat:
+    def for_writing(self, value: ValueFormat, aws: AwsSettings, schema: StructType) -> ValueFormat:
         return value
 
     def encoder(self, value: ValueFormat) -> ValueEncoder | None:

@@ -10,8 +10,9 @@ from ..config.aws_settings import AWS_OPTIONS, AwsSettings, aws_settings
 from ..config.declared import BOOL, INT, Option, by_key, parse_declared
 from ..config.option_values import fold
 from ..config.stream_specs import StreamSpec, check_arn_region, parse_arn, parse_streams
-from ..config.value_format import GLUE, SchemaToWrite, ValueFormat, choice, parse_value_format, schema_options
+from ..config.value_format import ValueFormat
 from ..errors import OptionError
+from ..formats import parse_value_format, value_options
 from ..model import Position
 
 # Every sink option, declared once (see `config.declared`); docs/sink.md's table is generated from these.
@@ -79,51 +80,15 @@ _WRITING: tuple[Option, ...] = (
         kind=BOOL,
         field="aggregate",
     ),
-    Option(
-        "valueFormat",
-        "raw (the payload from column data) | glue (column value, a struct, encoded with a registered "
-        "Avro, JSON Schema or Protobuf version and framed as the AWS Glue Schema Registry's serializers frame records).",
-        shown="raw",
-    ),
-    *schema_options(reading=False),
-    Option(
-        "schemaDefinition",
-        "glue: the schema's text (Avro schema, JSON Schema or .proto) to write with: the version of "
-        "schemaName with this definition, instead of schemaVersionNumber/schemaVersionId.",
-    ),
-    Option(
-        "schemaAutoRegistration",
-        "glue, with schemaDefinition: register the definition as a new version of schemaName (creating "
-        "the schema) when no version has it yet; the registry's compatibility check applies.",
-        default=False,
-        kind=BOOL,
-    ),
-    Option(
-        "schemaDataFormat",
-        "glue, schemaAutoRegistration: the data format of a schema the sink creates (AVRO | JSON | PROTOBUF).",
-        shown="AVRO",
-    ),
-    Option(
-        "schemaCompatibility",
-        "glue, schemaAutoRegistration: the compatibility mode of a schema the sink creates (NONE | "
-        "DISABLED | BACKWARD | BACKWARD_ALL | FORWARD | FORWARD_ALL | FULL | FULL_ALL).",
-        shown="BACKWARD",
-    ),
 )
-SINK_OPTIONS: dict[str, Option] = by_key((*_TARGET, *AWS_OPTIONS, *_WRITING))
+_DECLARED = by_key((*_TARGET, *AWS_OPTIONS, *_WRITING))
 _DEFAULT: dict[str, Any] = {o.field: o.default for o in _WRITING if o.field}
-DATA_FORMATS = ("AVRO", "JSON", "PROTOBUF")
-COMPATIBILITIES = (
-    "BACKWARD",
-    "NONE",
-    "DISABLED",
-    "BACKWARD_ALL",
-    "FORWARD",
-    "FORWARD_ALL",
-    "FULL",
-    "FULL_ALL",
-)
-_REGISTRATION = ("schemaDefinition", "schemaAutoRegistration", "schemaDataFormat", "schemaCompatibility")
+
+
+def sink_options() -> dict[str, Option]:
+    """Every option the sink takes: its own, then `valueFormat` with each registered format's
+    (`formats`: a format registered after import takes its options with it)."""
+    return {**_DECLARED, **by_key(value_options(writing=True))}
 
 
 @dataclass(frozen=True)
@@ -132,8 +97,8 @@ class SinkConfig:
     aws: AwsSettings
     max_retry_time_ms: int = _DEFAULT["max_retry_time_ms"]
     concurrency: int = _DEFAULT["concurrency"]
-    max_records_per_request: int = SINK_OPTIONS["maxRecordsPerRequest"].default
-    max_bytes_per_request: int = SINK_OPTIONS["maxBytesPerRequest"].default
+    max_records_per_request: int = _DECLARED["maxRecordsPerRequest"].default
+    max_bytes_per_request: int = _DECLARED["maxBytesPerRequest"].default
     preserve_order: bool = _DEFAULT["preserve_order"]
     skip_invalid: bool = False
     aggregate: bool = _DEFAULT["aggregate"]
@@ -145,10 +110,9 @@ class SinkConfig:
     # The named streams whose records the service places itself (AUTO record distribution): rows
     # without a partition key go there without one. Learned at query start.
     auto_streams: frozenset[str] = frozenset()
-    # valueFormat=glue: the schema version rows are encoded with, looked up at query start
-    # (`reader_definition` and `version_id` then hold the version's definition and id).
+    # The value format (`formats`); glue: the schema version rows are encoded with, looked up at query
+    # start (its settings' `reader_definition` and `version_id` then hold the version's definition and id).
     value: ValueFormat = field(default_factory=ValueFormat)
-    write_schema: SchemaToWrite | None = None
 
     def target_of(self, stream: str) -> str | None:
         """How a row's stream is written: the stream itself without `streams`; else the matching
@@ -170,12 +134,12 @@ class SinkConfig:
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
-    opts = fold(options, SINK_OPTIONS, "sink")
-    on_invalid = SINK_OPTIONS["onInvalidRecord"].parse(opts)
-    records = SINK_OPTIONS["maxRecordsPerRequest"].parse(opts)
+    opts = fold(options, sink_options(), "sink")
+    on_invalid = _DECLARED["onInvalidRecord"].parse(opts)
+    records = _DECLARED["maxRecordsPerRequest"].parse(opts)
     if records > 500:
         raise OptionError("maxRecordsPerRequest", f"{records} is above the service maximum 500", "Use 1-500.")
-    size = SINK_OPTIONS["maxBytesPerRequest"].parse(opts)
+    size = _DECLARED["maxBytesPerRequest"].parse(opts)
     if size > 10 * 1024 * 1024:
         raise OptionError(
             "maxBytesPerRequest", f"{size} is above the service maximum 10 MiB", "Use at most 10485760."
@@ -189,7 +153,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
     if targets and stream is None and len(targets) == 1:
         stream = targets[0].arn or targets[0].name  # one stream: rows need no streamName column
     parsed = parse_arn("streamName", stream) if stream and not targets else None
-    value = parse_value_format(opts)
+    value = parse_value_format(opts, writing=True)
     if parsed is not None and stream is not None:
         check_arn_region("region", (opts.get("region") or "").strip(), parsed[0], stream)
         opts = {**opts, "region": parsed[0]}
@@ -202,42 +166,4 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkConfig:
         **parse_declared(opts, _WRITING),
         targets=targets,
         value=value,
-        write_schema=_schema_to_write(opts, value),
-    )
-
-
-def _schema_to_write(opts: Mapping[str, str], value: ValueFormat) -> SchemaToWrite | None:
-    given = [name for name in _REGISTRATION if name in opts]
-    if not given:
-        return None
-    if value.format != GLUE:
-        raise OptionError(given[0], "applies to valueFormat=glue only", "Set valueFormat=glue, or remove it.")
-    definition = opts.get("schemaDefinition") or ""
-    if not definition.strip():
-        raise OptionError(
-            "schemaDefinition",
-            f"missing or empty{f' ({given[0]} needs it)' if given[0] != 'schemaDefinition' else ''}",
-            "Give the schema's text (an Avro schema, a JSON Schema or a .proto) to write with.",
-        )
-    if value.version_id or value.version_number:
-        raise OptionError(
-            "schemaDefinition",
-            "cannot be combined with schemaVersionId/schemaVersionNumber: the definition names the version",
-            "Name the version one way: remove schemaVersionId/schemaVersionNumber, or schemaDefinition.",
-        )
-    register = SINK_OPTIONS["schemaAutoRegistration"].parse(opts)
-    for name in ("schemaDataFormat", "schemaCompatibility"):
-        if name in opts and not register:
-            raise OptionError(
-                name,
-                "describes a schema the sink creates, and applies with schemaAutoRegistration=true only",
-                "Set schemaAutoRegistration=true, or remove it.",
-            )
-    return SchemaToWrite(
-        definition=definition,
-        register=register,
-        data_format=choice(opts, "schemaDataFormat", DATA_FORMATS, upper=True)
-        if "schemaDataFormat" in opts
-        else None,
-        compatibility=choice(opts, "schemaCompatibility", COMPATIBILITIES, upper=True),
     )

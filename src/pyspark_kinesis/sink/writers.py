@@ -84,7 +84,7 @@ def prepare(schema: StructType, config: SinkConfig) -> SinkConfig:
     value format's look-ups (valueFormat=glue: the schema version, the value's fields against it),
     the streams."""
     check_schema(schema, config)
-    value = codec_of(config.value).for_writing(config.value, config.aws, schema, config.write_schema)
+    value = codec_of(config.value).for_writing(config.value, config.aws, schema)
     return check_stream(replace(config, value=value))
 
 
@@ -211,10 +211,10 @@ class _RowEntries:
         return Entry(stream, payload, key or "", hash_key, row)
 
     def _payload(self, value: Any, row: int) -> Any:
-        if isinstance(value, str):
-            return value.encode()
+        """The record's payload: the format's encoding of the value, or (a format without an encoder)
+        the column's bytes, text written as UTF-8."""
         if self.encoder is None or value is None:
-            return value
+            return value.encode() if isinstance(value, str) else value
         try:
             return self.encoder.encode(value)
         except ValueDoesNotFit as exc:

@@ -18,8 +18,9 @@ from ..config.declared import BOOL, INT, Option, by_key, parse_declared
 from ..config.option_values import fold
 from ..config.start_positions import parse_source_start
 from ..config.stream_specs import StreamSpec, parse_streams, with_ends
-from ..config.value_format import VALUE_OPTIONS, ValueFormat, parse_value_format
+from ..config.value_format import ValueFormat
 from ..errors import OptionError
+from ..formats import parse_value_format, value_options
 from ..model import Position, StreamIdentity
 from .schema import KINESIS_COLUMNS
 
@@ -196,9 +197,14 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         choices=("passThrough", "fail"),
     ),
 )
-KNOWN_OPTIONS: dict[str, Option] = by_key((*SOURCE_OPTIONS, *VALUE_OPTIONS, *AWS_OPTIONS))
 _DECLARED = by_key(SOURCE_OPTIONS)
 _DEFAULT: dict[str, Any] = {o.field: o.default for o in SOURCE_OPTIONS if o.field}
+
+
+def known_options() -> dict[str, Option]:
+    """Every option the source takes: its own, `valueFormat` with each registered format's (`formats`:
+    a format registered after import takes its options with it), the AWS ones."""
+    return by_key((*SOURCE_OPTIONS, *value_options(writing=False), *AWS_OPTIONS))
 
 
 @dataclass(frozen=True)
@@ -251,7 +257,7 @@ class SourceConfig:
 
 def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfig:
     """Validate user options. `streaming` decides whether metadataPath is required."""
-    opts = fold(options, KNOWN_OPTIONS, "source")
+    opts = fold(options, known_options(), "source")
     fallback = Position.latest() if streaming else Position.trim_horizon()
     starting, per_stream = parse_source_start(opts.get("startingPosition") or "LATEST", fallback)
     streams = parse_streams(opts, starting, per_stream)
@@ -281,7 +287,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
         metadata_storage_options=_storage_options(opts.get("metadataStorageOptions")),
         shard_assigner=_assigner(opts),
         fail_on_corrupt_aggregate=_DECLARED["onCorruptAggregate"].parse(opts) == "fail",
-        value=parse_value_format(opts),
+        value=parse_value_format(opts, writing=False),
         kinesis_columns=_kinesis_columns(opts.get("kinesisColumns")),
         **fields,
     )

@@ -11,8 +11,9 @@ import pytest
 
 from pyspark_kinesis.config.aws_settings import AWS_OPTIONS, AwsSettings
 from pyspark_kinesis.config.declared import Option
-from pyspark_kinesis.sink.options import SINK_OPTIONS, SinkConfig
-from pyspark_kinesis.source.options import KNOWN_OPTIONS, SourceConfig
+from pyspark_kinesis.formats.glue_options import READ_OPTIONS, WRITE_OPTIONS, GlueSettings, SchemaToWrite
+from pyspark_kinesis.sink.options import SinkConfig, sink_options
+from pyspark_kinesis.source.options import SourceConfig, known_options
 
 
 def _snake(key: str) -> str:
@@ -27,15 +28,17 @@ def _declared_for(name: str, options: list[Option]) -> Option | None:
 
 
 @pytest.mark.parametrize(
-    ("config", "options"),
+    ("config", "options", "least"),
     [
-        (AwsSettings, list(AWS_OPTIONS)),
-        (SourceConfig, list(KNOWN_OPTIONS.values())),
-        (SinkConfig, list(SINK_OPTIONS.values())),
+        (AwsSettings, list(AWS_OPTIONS), 3),
+        (SourceConfig, list(known_options().values()), 3),
+        (SinkConfig, list(sink_options().values()), 3),
+        (GlueSettings, list(READ_OPTIONS), 3),
+        (SchemaToWrite, list(WRITE_OPTIONS), 2),
     ],
-    ids=["AwsSettings", "SourceConfig", "SinkConfig"],
+    ids=["AwsSettings", "SourceConfig", "SinkConfig", "GlueSettings", "SchemaToWrite"],
 )
-def test_a_fields_default_is_its_options_declared_default(config, options):
+def test_a_fields_default_is_its_options_declared_default(config, options, least):
     checked = 0
     for field in dataclasses.fields(config):
         if field.default is dataclasses.MISSING:
@@ -45,7 +48,7 @@ def test_a_fields_default_is_its_options_declared_default(config, options):
             continue  # (no option fills it, or the option has no default: None means "not given")
         assert field.default == option.default, (config.__name__, field.name, field.default, option.default)
         checked += 1
-    assert checked >= 3, f"{config.__name__}: too few fields matched their options ({checked})"
+    assert checked >= least, f"{config.__name__}: too few fields matched their options ({checked})"
 
 
 def test_a_shard_reads_default_limits_are_the_options_defaults():
@@ -54,5 +57,5 @@ def test_a_shard_reads_default_limits_are_the_options_defaults():
     from pyspark_kinesis.source.executor.cutting import ShardLimits
 
     limits = ShardLimits(max_records=1, max_bytes=1)
-    assert limits.bytes_per_second == KNOWN_OPTIONS["shardReadBytesPerSecond"].default
-    assert limits.push_wait_s * 1000 == KNOWN_OPTIONS["idlePollIntervalMs"].default
+    assert limits.bytes_per_second == known_options()["shardReadBytesPerSecond"].default
+    assert limits.push_wait_s * 1000 == known_options()["idlePollIntervalMs"].default

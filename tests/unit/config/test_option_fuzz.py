@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from pyspark_kinesis.config.stream_specs import ENTRY_KEYS
 from pyspark_kinesis.errors import OptionError
-from pyspark_kinesis.sink.options import SINK_OPTIONS, SinkConfig, parse_sink_options
-from pyspark_kinesis.source.options import KNOWN_OPTIONS, SourceConfig, parse_options
+from pyspark_kinesis.sink.options import SinkConfig, parse_sink_options, sink_options
+from pyspark_kinesis.source.options import SourceConfig, known_options, parse_options
 
 SECRET_KEYS = ("awsSecretKey", "sessionToken", "externalId", "metadataStorageOptions")
 values = st.one_of(
@@ -44,7 +44,7 @@ values = st.one_of(
     ),
 )
 keys = st.one_of(
-    st.sampled_from(sorted(KNOWN_OPTIONS)).map(lambda k: k if len(k) % 2 else k.lower()),
+    st.sampled_from(sorted(known_options())).map(lambda k: k if len(k) % 2 else k.lower()),
     st.text(min_size=1, max_size=15),
 )
 # Secret options, in either spelling Spark may hand them over, with values long and odd enough to be
@@ -111,7 +111,9 @@ def test_source_options_end_in_a_config_or_a_clear_error(options, secret_options
 @settings(max_examples=300, deadline=None)
 @given(
     st.dictionaries(
-        st.one_of(st.sampled_from(sorted(SINK_OPTIONS)), st.text(min_size=1, max_size=15)), values, max_size=8
+        st.one_of(st.sampled_from(sorted(sink_options())), st.text(min_size=1, max_size=15)),
+        values,
+        max_size=8,
     ),
     secrets,
 )

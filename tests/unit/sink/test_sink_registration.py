@@ -12,7 +12,8 @@ import pytest
 from pyspark_kinesis.aws import glue_registry
 from pyspark_kinesis.config.aws_settings import AwsSettings
 from pyspark_kinesis.errors import OptionError
-from pyspark_kinesis.sink.options import SchemaToWrite, parse_sink_options
+from pyspark_kinesis.formats.glue_options import SchemaToWrite
+from pyspark_kinesis.sink.options import parse_sink_options
 
 BASE = {
     "streamName": "s",
@@ -26,7 +27,7 @@ AVRO = '{"type": "record", "name": "P", "fields": [{"name": "id", "type": "long"
 
 def test_a_definition_with_registration_parses_with_its_defaults() -> None:
     config = parse_sink_options({**BASE, "schemaDefinition": AVRO, "schemaAutoRegistration": "true"})
-    assert config.write_schema == SchemaToWrite(
+    assert config.value.settings.write == SchemaToWrite(
         AVRO, register=True, data_format=None, compatibility="BACKWARD"
     )
     config = parse_sink_options(
@@ -38,8 +39,8 @@ def test_a_definition_with_registration_parses_with_its_defaults() -> None:
             "schemaCompatibility": "full_all",
         }
     )
-    assert config.write_schema == SchemaToWrite(AVRO, True, "JSON", "FULL_ALL")
-    assert parse_sink_options(BASE).write_schema is None
+    assert config.value.settings.write == SchemaToWrite(AVRO, True, "JSON", "FULL_ALL")
+    assert parse_sink_options(BASE).value.settings.write is None
 
 
 @pytest.mark.parametrize(

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from ...aws.get_records import Records
+from ...config.declared import by_key
 from ...errors import CorruptRecordError
 from ...kpl import MAGIC, deaggregate
 from ...model import AFTER, END, INSIDE, Position, effective_hash_key, seq_key
-from ..options import KNOWN_OPTIONS as _DECLARED  # (the defaults below are the options')
+from ..options import SOURCE_OPTIONS
 from .columns import Columns
 
 log = logging.getLogger(__name__)
+_DECLARED = by_key(SOURCE_OPTIONS)  # (the defaults below are the options')
 
 
 @dataclass

@@ -390,9 +390,9 @@ def test_an_unknown_way_of_reading_is_named():
 def test_consumer_types_the_option_accepts_are_the_ways_of_reading():
     """consumerType's choices (declared with the option, read by the planner) and the executor's ways
     of reading are one list: a way without a choice is unreachable, a choice without a way fails reads."""
-    from pyspark_kinesis.source.options import KNOWN_OPTIONS
+    from pyspark_kinesis.source.options import known_options
 
-    assert set(KNOWN_OPTIONS["consumerType"].choices or ()) == set(modes.MODES)
+    assert set(known_options()["consumerType"].choices or ()) == set(modes.MODES)
 
 
 def test_a_position_gone_between_two_calls_of_a_read_is_a_possible_loss():
