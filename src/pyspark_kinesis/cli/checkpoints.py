@@ -6,7 +6,9 @@ and after it stopped. `lag` then asks Kinesis what lies after each shard's commi
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
@@ -14,6 +16,9 @@ from rich.table import Table
 
 from .output import console
 from .streams import JSON, client, emit_json, fail
+
+if TYPE_CHECKING:
+    from ..model import Position
 
 CHECKPOINT = typer.Option(..., "--checkpoint", help="The query's checkpointLocation.")
 METADATA = typer.Option(..., "--metadata-path", help="The query's metadataPath.")
@@ -57,9 +62,6 @@ def lag(
     as_json: bool = JSON,
 ) -> None:
     """Each shard's committed position, MillisBehindLatest and the records after it (read to count)."""
-    from ..aws.admin import backlog
-    from ..errors import StreamAccessError
-
     try:
         state = _open(checkpoint, metadata_path, storage_options)
         batch = state.batch(committed_only=True)
@@ -77,28 +79,41 @@ def lag(
             told.add(arn)
             console.print(_where_said(name, shard_region, shard_endpoint, region, endpoint_url, place))
         row: dict[str, Any] = {"stream": arn, "shard": sid, "position": position.describe()}
-        if position.is_end:
-            row.update(records=0, millisBehindLatest=0, complete=True, finished=True)
-        elif position.kind == "latest":
-            row.update(records=0, millisBehindLatest=-1, complete=False, finished=False)
-        else:
-            try:
-                found = backlog(
-                    client(shard_region, shard_endpoint), name, sid, position, max_records, timeout
-                )
-            except StreamAccessError as exc:
-                raise fail(str(exc)) from None
-            row.update(
-                records=found.records,
-                millisBehindLatest=found.millis_behind,
-                complete=found.complete,
-                finished=False,
-            )
+        make_client = functools.partial(client, shard_region, shard_endpoint)
+        row.update(_behind(position, make_client, name, sid, max_records, timeout))
         rows.append(row)
     if as_json:
         emit_json({"batch": batch.batch, "shards": rows})
-        return
-    table = Table(title=f"lag after committed batch {batch.batch}")
+    else:
+        _print_lag(batch.batch, rows)
+
+
+def _behind(
+    position: Position, make_client: Callable[[], Any], name: str, sid: str, max_records: int, timeout: float
+) -> dict[str, Any]:
+    """How far a shard's committed position is behind: counted by reading (an ended shard: nothing;
+    LATEST: unknown, -1)."""
+    from ..aws.admin import backlog
+    from ..errors import StreamAccessError
+
+    if position.is_end:
+        return {"records": 0, "millisBehindLatest": 0, "complete": True, "finished": True}
+    if position.kind == "latest":
+        return {"records": 0, "millisBehindLatest": -1, "complete": False, "finished": False}
+    try:
+        found = backlog(make_client(), name, sid, position, max_records, timeout)
+    except StreamAccessError as exc:
+        raise fail(str(exc)) from None
+    return {
+        "records": found.records,
+        "millisBehindLatest": found.millis_behind,
+        "complete": found.complete,
+        "finished": False,
+    }
+
+
+def _print_lag(batch: int, rows: list[dict[str, Any]]) -> None:
+    table = Table(title=f"lag after committed batch {batch}")
     for column in ("stream", "shard", "committed position", "records behind", "ms behind latest"):
         table.add_column(column, no_wrap=column == "shard")
     unsure = False
@@ -136,6 +151,24 @@ def _where_said(
     return f"stream {name}: region {region or 'default'}, endpoint {endpoint or 'AWS'} ({source})"
 
 
+_REMOVED = "record removed *"
+
+
+def _end_cells(end: Any, task: int, found: Any) -> tuple[str, str, str, str]:
+    """Where a shard's read in the batch ended, as `inspect` shows it (or why it cannot say)."""
+    if end is None and task >= 0 and found.committed:
+        # (records of committed batches are removed once a later batch commits: only the newest
+        # batches' are kept, for a replay)
+        return (_REMOVED, "", "", "")
+    if end is None and task >= 0 and task in found.read:
+        return ("record deleted (the driver read it: it was removed since)", "", "", "")
+    if end is None:
+        return ("not read" if task < 0 else "no record yet", "", "", "")
+    if end.unrun:
+        return ("task never ran", "0", "0", "")
+    return (end.reached.describe(), str(end.records), str(end.bytes), str(end.millis_behind))
+
+
 def inspect(
     checkpoint: str = CHECKPOINT,
     metadata_path: str = METADATA,
@@ -170,27 +203,16 @@ def inspect(
         f"Spark batch {found.batch}{numbering}, {'committed' if found.committed else 'not committed'}; "
         f"query token {offset.token}, {len(found.records)} task(s)"
     )
+    ends = {ref: end for r in found.records.values() if r for ref, end in r.shards.items()}
     table = Table()
     for column in ("stream", "shard", "task", "start", "end", "records", "bytes", "ms behind"):
         table.add_column(column, no_wrap=column == "shard")
-    ends = {ref: end for r in found.records.values() if r for ref, end in r.shards.items()}
     pruned = False
     for stream, shards in sorted(offset.streams.items()):
         for sid, state in sorted(shards.items()):
-            end = ends.get((stream, sid))
+            cells = _end_cells(ends.get((stream, sid)), state.task, found)
+            pruned = pruned or cells[0] == _REMOVED
             task = "-" if state.task < 0 else str(state.task)
-            if end is None and state.task >= 0 and found.committed:
-                # (records of committed batches are removed once a later batch commits: only the newest
-                # batches' are kept, for a replay)
-                cells, pruned = ("record removed *", "", "", ""), True
-            elif end is None and state.task >= 0 and state.task in found.read:
-                cells = ("record deleted (the driver read it: it was removed since)", "", "", "")
-            elif end is None:
-                cells = ("not read" if state.task < 0 else "no record yet", "", "", "")
-            elif end.unrun:
-                cells = ("task never ran", "0", "0", "")
-            else:
-                cells = (end.reached.describe(), str(end.records), str(end.bytes), str(end.millis_behind))
             table.add_row(_stream_of(stream)[0], sid, task, state.position.describe(), *cells)
     console.print(table)
     if pruned:

@@ -44,9 +44,6 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the demo never leaves loopback
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
     import pyspark_kinesis
 
     from ..aws import admin
@@ -61,71 +58,82 @@ def run(workdir: str | None = None, orders: int = 2000, shards: int = 2) -> int:
         admin.create_stream(kinesis, stream, shards)
         _put_orders(kinesis, stream, 0, orders // 2)
         console.print(f"put {orders // 2} orders into stream {stream} ({shards} shards)")
-
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("pyspark-kinesis-demo")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = _session()
         fmt = pyspark_kinesis.register(spark)  # ("kinesis" where that name is free)
-        schema = "order_id BIGINT, customer STRING, amount DOUBLE"
-
-        def run_query() -> None:
-            raw = (
-                spark.readStream.format(fmt)
-                .option("streamName", stream)
-                .option("region", "us-east-1")
-                .option("endpointUrl", server.endpoint)
-                .option("startingPosition", "TRIM_HORIZON")
-                .option("metadataPath", str(root / "kinesis-metadata"))
-                .option("maxRecordsPerBatch", "400")
-                .load()
-            )
-            orders_df = raw.select(
-                F.from_json(F.col("data").cast("string"), schema).alias("o"),
-                "shardId",
-                "sequenceNumber",
-                "approximateArrivalTimestamp",
-            ).select("o.*", "shardId", "sequenceNumber", "approximateArrivalTimestamp")
-            enriched = orders_df.withColumn("amount_with_tax", F.round(F.col("amount") * 1.2, 2))
-            query = (
-                enriched.writeStream.format("parquet")
-                .option("path", str(root / "orders"))
-                .option("checkpointLocation", str(root / "checkpoint"))
-                .trigger(availableNow=True)
-                .start()
-            )
-            query.awaitTermination()
-            batches = [p for p in query.recentProgress if p.numInputRows]
-            console.print(
-                f"query run: {len(batches)} batches, {sum(p.numInputRows for p in batches)} records"
-            )
-
-        run_query()
+        _run_query(spark, fmt, stream, server.endpoint, root)
         _put_orders(kinesis, stream, orders // 2, orders - orders // 2)
         console.print(f"put {orders - orders // 2} more orders; restarting the query from its checkpoint")
-        run_query()
-
-        result = spark.read.parquet(str(root / "orders"))
-        total = result.count()
-        distinct = result.select("order_id").distinct().count()
-        table = Table(title=f"Parquet output in {root / 'orders'}")
-        for column in ("order_id", "customer", "amount", "amount_with_tax", "shardId"):
-            table.add_column(column)
-        for row in result.orderBy("order_id").limit(5).collect():
-            table.add_row(
-                str(row.order_id), row.customer, str(row.amount), str(row.amount_with_tax), row.shardId
-            )
-        console.print(table)
-        by_shard = {r.shardId: r["count"] for r in result.groupBy("shardId").count().collect()}
-        console.print(f"records per shard: {by_shard}")
-        ok = total == orders and distinct == orders
-        style = "green" if ok else "red"
-        console.print(f"[{style}]arrived {total} rows, {distinct} distinct orders, of {orders} put[/]")
+        _run_query(spark, fmt, stream, server.endpoint, root)
+        ok = _show_output(spark, root, orders)
         spark.stop()
         return 0 if ok else 1
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pyspark-kinesis-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _run_query(spark: Any, fmt: str, stream: str, endpoint: str, root: Path) -> None:
+    """One availableNow run of the demo's pipeline: orders (JSON) from the stream, enriched, into
+    Parquet; a second run continues from the checkpoint."""
+    from pyspark.sql import functions as F
+
+    raw = (
+        spark.readStream.format(fmt)
+        .option("streamName", stream)
+        .option("region", "us-east-1")
+        .option("endpointUrl", endpoint)
+        .option("startingPosition", "TRIM_HORIZON")
+        .option("metadataPath", str(root / "kinesis-metadata"))
+        .option("maxRecordsPerBatch", "400")
+        .load()
+    )
+    schema = "order_id BIGINT, customer STRING, amount DOUBLE"
+    orders_df = raw.select(
+        F.from_json(F.col("data").cast("string"), schema).alias("o"),
+        "shardId",
+        "sequenceNumber",
+        "approximateArrivalTimestamp",
+    ).select("o.*", "shardId", "sequenceNumber", "approximateArrivalTimestamp")
+    enriched = orders_df.withColumn("amount_with_tax", F.round(F.col("amount") * 1.2, 2))
+    query = (
+        enriched.writeStream.format("parquet")
+        .option("path", str(root / "orders"))
+        .option("checkpointLocation", str(root / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    batches = [p for p in query.recentProgress if p.numInputRows]
+    console.print(f"query run: {len(batches)} batches, {sum(p.numInputRows for p in batches)} records")
+
+
+def _show_output(spark: Any, root: Path, orders: int) -> bool:
+    """The Parquet output's first rows and counts; whether every order arrived exactly once."""
+    result = spark.read.parquet(str(root / "orders"))
+    total = result.count()
+    distinct = result.select("order_id").distinct().count()
+    table = Table(title=f"Parquet output in {root / 'orders'}")
+    for column in ("order_id", "customer", "amount", "amount_with_tax", "shardId"):
+        table.add_column(column)
+    for row in result.orderBy("order_id").limit(5).collect():
+        table.add_row(str(row.order_id), row.customer, str(row.amount), str(row.amount_with_tax), row.shardId)
+    console.print(table)
+    by_shard = {r.shardId: r["count"] for r in result.groupBy("shardId").count().collect()}
+    console.print(f"records per shard: {by_shard}")
+    ok = total == orders and distinct == orders
+    style = "green" if ok else "red"
+    console.print(f"[{style}]arrived {total} rows, {distinct} distinct orders, of {orders} put[/]")
+    return bool(ok)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import OptionError
 from .declared import INT, Option, by_key
@@ -100,6 +101,29 @@ def aws_settings(
             "static credentials need both awsAccessKeyId and awsSecretKey",
             "Set both, or neither to use the default credential chain.",
         )
+    retry_mode = _AWS["retryMode"].parse(opts).lower()
+    if retry_mode not in ("legacy", "standard", "adaptive"):
+        raise OptionError(
+            "retryMode", f"'{retry_mode}' is not a botocore retry mode", "Use standard or adaptive."
+        )
+    return AwsSettings(
+        region=region,
+        endpoint_url=_url(name("endpointUrl"), opts.get("endpointUrl")),
+        access_key_id=key_id or None,
+        secret_key=secret or None,
+        session_token=opts.get("sessionToken") or None,
+        **_role(opts, name),
+        sts_endpoint_url=_url(name("stsEndpointUrl"), opts.get("stsEndpointUrl")),
+        retry_mode=retry_mode,
+        max_attempts=_AWS["maxAttempts"].parse(opts),
+        connect_timeout_ms=_AWS["connectTimeoutMs"].parse(opts),
+        read_timeout_ms=_AWS["readTimeoutMs"].parse(opts),
+    )
+
+
+def _role(opts: Mapping[str, str], name: Callable[[str], str]) -> dict[str, Any]:
+    """The role to assume (roleArn) and what goes with it, checked; the options that only apply with
+    a role are refused without one."""
     role = (opts.get("roleArn") or "").strip() or None
     if role is not None and not _ROLE_ARN.match(role):
         raise OptionError(
@@ -107,7 +131,7 @@ def aws_settings(
             f"'{role}' is not an IAM role ARN",
             "Write it like arn:aws:iam::123456789012:role/kinesis-reader.",
         )
-    session_name = (opts.get("roleSessionName") or "pyspark-kinesis").strip()
+    session_name = _AWS["roleSessionName"].parse(opts)
     if not _SESSION_NAME.match(session_name):
         raise OptionError(
             name("roleSessionName"),
@@ -122,23 +146,4 @@ def aws_settings(
     if role is None and (external_id or opts.get("roleSessionName") or opts.get("stsEndpointUrl")):
         given = next(k for k in ("externalId", "roleSessionName", "stsEndpointUrl") if opts.get(k))
         raise OptionError(name(given), "only applies with roleArn", "Set roleArn too, or remove it.")
-    retry_mode = (opts.get("retryMode") or "standard").strip().lower()
-    if retry_mode not in ("legacy", "standard", "adaptive"):
-        raise OptionError(
-            "retryMode", f"'{retry_mode}' is not a botocore retry mode", "Use standard or adaptive."
-        )
-    return AwsSettings(
-        region=region,
-        endpoint_url=_url(name("endpointUrl"), opts.get("endpointUrl")),
-        access_key_id=key_id or None,
-        secret_key=secret or None,
-        session_token=opts.get("sessionToken") or None,
-        role_arn=role,
-        role_session_name=session_name,
-        external_id=external_id,
-        sts_endpoint_url=_url(name("stsEndpointUrl"), opts.get("stsEndpointUrl")),
-        retry_mode=retry_mode,
-        max_attempts=_AWS["maxAttempts"].parse(opts),
-        connect_timeout_ms=_AWS["connectTimeoutMs"].parse(opts),
-        read_timeout_ms=_AWS["readTimeoutMs"].parse(opts),
-    )
+    return {"role_arn": role, "role_session_name": session_name, "external_id": external_id}
