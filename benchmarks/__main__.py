@@ -292,6 +292,30 @@ def bench_tunings(
         report.write_section(write, "bench-tunings", text)
 
 
+@app.command("sink-cpu")
+def bench_sink_cpu(
+    records: int = typer.Option(100_000, min=1000, max=5_000_000, help="Records per write."),
+    size: int = typer.Option(1000, min=10, max=1_000_000, help="Payload bytes per record."),
+    concurrency: int = typer.Option(8, min=1, max=64, help="Concurrent PutRecords calls (every way)."),
+    shards: int = typer.Option(4, min=1, max=256, help="Shards of the server's stream."),
+    rounds: int = typer.Option(3, min=1, max=20, help="Rounds of the four ways."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+) -> None:
+    """The sink's MB per CPU-second (producer, aggregated, a Spark write) against a boto3 loop."""
+    from . import report, sink_cpu
+
+    result = sink_cpu.run(records, size, concurrency, shards, rounds)
+    defaults = {"records": 100_000, "size": 1000, "concurrency": 8, "shards": 4, "rounds": 3}
+    given = {"records": records, "size": size, "concurrency": concurrency, "shards": shards, "rounds": rounds}
+    command = "bash scripts/bench.sh sink-cpu" + "".join(
+        f" --{name} {value}" for name, value in given.items() if value != defaults[name]
+    )
+    text = sink_cpu.markdown(result, command)
+    console.print(text)
+    if write:
+        report.write_section(write, "bench-sink-cpu", text)
+
+
 MASTERS = typer.Option(
     None,
     "--master",

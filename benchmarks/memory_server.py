@@ -10,7 +10,9 @@ a slice of those bytes between a fixed head and tail: no per-record work per cal
 stays far below the reader's and the figures measured against it are the connector's ceiling.
 
 It keeps Kinesis' per-call limits (10,000 records, 10 MB) and its caught-up signal (MillisBehindLatest
-0 at the end of a shard); it has no read quota, no authentication and no writes. Never a test fixture
+0 at the end of a shard); it has no read quota and no authentication. It accepts PutRecords (for the
+sink's CPU benchmark, `bench.sh sink-cpu`): every record succeeds at once, placed in the shard its
+hash key falls in, and is dropped (nothing written is read back). Never a test fixture
 and never for production: only `bash scripts/bench.sh cpu --server memory` starts it, on 127.0.0.1.
 
 Run: python -m benchmarks.memory_server --shards 4 --records 100000 --size 1000 [--tls KEY CERT]
@@ -20,6 +22,7 @@ It prints `PORT <n>` once it listens.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import ssl
@@ -119,6 +122,19 @@ class Stream:
             position += 1 if kind == "AFTER_SEQUENCE_NUMBER" else 0
         return {"ShardIterator": f"{shard}:{position}"}
 
+    def put(self, request: dict[str, object]) -> dict[str, object]:
+        """Every record accepted, in the shard of its hash key (explicit, or the partition key's MD5)."""
+        width = 2**128 // len(self.shards)
+        answers = []
+        for record in request["Records"]:  # type: ignore[attr-defined]
+            key = record.get("ExplicitHashKey")
+            hashed = (
+                int(key) if key else int.from_bytes(hashlib.md5(record["PartitionKey"].encode()).digest())
+            )
+            shard = min(hashed // width, len(self.shards) - 1)
+            answers.append({"SequenceNumber": sequence_number(shard, 0), "ShardId": f"shardId-{shard:012d}"})
+        return {"FailedRecordCount": 0, "Records": answers, "EncryptionType": "NONE"}
+
     def records(self, request: dict[str, object]) -> list[bytes | memoryview]:
         index, _, at = str(request["ShardIterator"]).partition(":")
         shard = self.shards[int(index)]
@@ -144,6 +160,8 @@ class Handler(BaseHTTPRequestHandler):
             parts = [json.dumps(self.stream.list_shards()).encode()]
         elif operation == "DescribeStreamSummary":
             parts = [json.dumps(self.stream.summary()).encode()]
+        elif operation == "PutRecords":
+            parts = [json.dumps(self.stream.put(request)).encode()]
         else:
             self._send(
                 400, [json.dumps({"__type": "UnknownOperationException", "message": operation}).encode()]
