@@ -50,8 +50,9 @@ MALLOC_TUNING = Switch(
 STOCK_BOTOCORE = Switch(
     "PYSPARK_KINESIS_STOCK_BOTOCORE",
     "0",
-    "1 uses botocore's own data loader and its own reading of response bodies (in 64 KB pieces) instead "
-    "of the connector's faster ones; GetRecords bodies still go to the connector's decoder.",
+    "1 uses botocore's own data loader, its own reading of response bodies (in 64 KB pieces) and its own "
+    "validation, encoding and parsing of the sink's PutRecords calls instead of the connector's faster "
+    "ones; GetRecords bodies still go to the connector's decoder.",
 )
 LOG_LEVEL = Switch(
     "PYSPARK_KINESIS_LOG_LEVEL",

@@ -1,4 +1,5 @@
-"""botocore's response parsing, with GetRecords bodies handed to the connector's decoder (get_records.py).
+"""botocore's response parsing, with GetRecords bodies handed to the connector's decoder (get_records.py)
+and PutRecords answers read with orjson (put_body.py: what botocore's shape walk makes of them).
 
 Apart from get_records.py so that a process that makes clients but reads no records (a query's
 planner, started afresh for every query) does not load the decoder's pyarrow.compute, numpy and
@@ -11,6 +12,9 @@ from typing import Any
 
 from botocore.parsers import JSONParser, ResponseParserFactory
 
+from ..switches import STOCK_BOTOCORE
+from . import put_body
+
 OUTPUT_SHAPE = "GetRecordsOutput"
 
 
@@ -20,6 +24,12 @@ class _JSONParser(JSONParser):
             from .get_records import decode
 
             return decode(response["body"])
+        if shape is not None and shape.name == put_body.OUTPUT_SHAPE and not STOCK_BOTOCORE.on():
+            parsed = put_body.decode_put_records(response["body"])
+            inject = getattr(self, "_inject_response_metadata", None)  # (as botocore's own _do_parse)
+            if inject is not None:
+                inject(parsed, response["headers"])
+            return parsed
         return super()._do_parse(response, shape)
 
 
