@@ -111,3 +111,27 @@ def test_the_smallest_framing_is_an_ordinary_record():
     assert deaggregate(_frame(_bytes_field(1, b"k") + _bytes_field(3, _bytes_field(3, b"v")))) == [
         ("k", None, b"v")
     ]
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 16383, 16384, 65535, 2**21 + 5, 2**35 + 7, 2**63])
+def test_a_varint_takes_its_shortcut_or_not_and_is_the_protobuf_encoding(value):
+    """Varints under 2**14 take a shortcut (one- and two-byte forms); each edge is the rule's bytes."""
+    from pyspark_kinesis.kpl import _write_varint
+
+    assert _write_varint(value) == _varint(value)
+
+
+def test_an_aggregate_with_multi_byte_indexes_and_lengths_is_what_the_kpl_library_reads():
+    """200 keys (indexes past one byte) and a payload past 16 KiB (a three-byte length)."""
+    from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+
+    aggregate = Aggregate(1_000_000)
+    records = [(f"k{i}", None, bytes([i % 256]) * (20_000 if i == 199 else 3)) for i in range(200)]
+    for key, hash_key, data in records:
+        assert aggregate.add(key, hash_key, data)
+    encoded = aggregate.encode()
+    record = {"SequenceNumber": "1", "PartitionKey": "k0", "ApproximateArrivalTimestamp": 0, "Data": encoded}
+    read = iter_deaggregate_records([record], data_format="Boto3")
+    got = [(r["kinesis"]["partitionKey"], base64.b64decode(r["kinesis"]["data"])) for r in read]
+    assert got == [(key, data) for key, _h, data in records]
+    assert deaggregate(encoded) == records
