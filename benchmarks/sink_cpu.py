@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 from benchmarks import child_env
-from benchmarks.process_cpu import ProcessMeter, Usage
+from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, ProcessMeter, Usage
 from benchmarks.report import Spread, machine
 
 MB = 1_000_000
@@ -239,10 +239,15 @@ def markdown(result: SinkCpu, command: str) -> str:
         lines.append(f"| {way} | {_show(spread)} | {spread.median / loop:.2f}x |")
     beyond = result.beyond_fixed()
     fixed = statistics.median(u.total for u in result.fixed)
+    split = ", ".join(
+        f"{role} {statistics.median(u.seconds[role] / max(u.total, 1e-9) for u in result.spark):.0%}"
+        for role in (JVM, EXECUTOR_PYTHON, DRIVER_PYTHON)
+    )
     lines += [
         f"| spark, beyond its fixed cost | {_show(beyond)} | {beyond.median / loop:.2f}x |",
         "",
         f"Spark's fixed cost of a write job (the same write of one row): {fixed:.2f} CPU-s (median). "
+        f"Where the Spark write's CPU goes (median shares): {split}. "
         f"Measurements the meter flagged (a process left uncounted or counted twice): {result.flagged()} "
         f"of {2 * rounds}.",
         "",
