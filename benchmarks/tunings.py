@@ -2,8 +2,8 @@
 shards, the benchmark server) with every tuning on, and again with each one turned off by its switch
 (src/pyspark_kinesis/switches.py).
 
-Why: a tuning changes how the user's processes run (the collector's frozen generation, glibc's malloc
-thresholds, botocore's data loader and body reads); each costs a reader's attention and may misbehave
+Why: a tuning changes how the user's processes run (the collector's frozen generation, botocore's data
+loader and body reads); each costs a reader's attention and may misbehave
 on someone's platform, so each must show what it buys, and one that buys under 5% should go. Each
 configuration runs in a Python process of its own (a switch is read by every Spark process at its
 start, and PySpark keeps its JVM for the life of the driving process), one after the other; the boto3
@@ -27,7 +27,6 @@ from benchmarks.report import machine
 CONFIGS: tuple[tuple[str, dict[str, str]], ...] = (
     ("every tuning on", {}),
     ("gc.freeze off", {"PYSPARK_KINESIS_GC_FREEZE": "0"}),
-    ("malloc tuning off", {"PYSPARK_KINESIS_MALLOC_TUNING": "0"}),
     ("stock botocore", {"PYSPARK_KINESIS_STOCK_BOTOCORE": "1"}),
 )
 WORTH = 0.05  # a tuning that buys less than this of the whole query's rate is not worth keeping

@@ -1,7 +1,7 @@
 """Every `PYSPARK_KINESIS_*` environment switch, declared once: its key, default and what it does.
 
 Why one place: the connector changes how the user's processes run in a few ways (the garbage
-collector's frozen generation, glibc's malloc thresholds, botocore's data loader and body reads),
+collector's frozen generation, botocore's data loader, body reads and the sink's PutRecords encoding),
 each worth having an off switch for when it misbehaves on someone's platform, and a few things can
 only be set per process (the log level, the fan-out relay's address). Read in five files at import,
 they were found by grepping; declared here, docs/operations.md's table is generated from them (a test
@@ -41,12 +41,6 @@ GC_FREEZE = Switch(
     "(after each new client), which keeps PySpark's and botocore's long-lived objects out of the full "
     "collections PySpark's daemon runs after every task.",
 )
-MALLOC_TUNING = Switch(
-    "PYSPARK_KINESIS_MALLOC_TUNING",
-    "1",
-    "0 leaves glibc's malloc thresholds alone in processes whose clients read response bodies whole "
-    "(otherwise bodies up to 32 MiB come from the heap and up to 128 MiB stay free at its top).",
-)
 STOCK_BOTOCORE = Switch(
     "PYSPARK_KINESIS_STOCK_BOTOCORE",
     "0",
@@ -73,7 +67,7 @@ NPM_DIR = Switch(
     "~/.cache/pyspark-kinesis/npm).",
 )
 
-SWITCHES = (GC_FREEZE, MALLOC_TUNING, STOCK_BOTOCORE, LOG_LEVEL, AGENT_HOST, NPM_DIR)
+SWITCHES = (GC_FREEZE, STOCK_BOTOCORE, LOG_LEVEL, AGENT_HOST, NPM_DIR)
 
 
 def markdown_table() -> str:

@@ -1,5 +1,5 @@
 """The read path with every tuning switch off (switches.py): stock botocore (its own data loader and
-body reads), no `gc.freeze()` and glibc's own malloc thresholds, in the driver's planner process and
+body reads), no `gc.freeze()`, in the driver's planner process and
 the executors' workers alike (local[2]: they inherit the driver's environment). A query reads a
 resharded stream exactly once, parents before children, as with the tunings on."""
 
@@ -15,7 +15,6 @@ pytestmark = [pytest.mark.kinesis, pytest.mark.spark]
 OFF = {
     "PYSPARK_KINESIS_STOCK_BOTOCORE": "1",
     "PYSPARK_KINESIS_GC_FREEZE": "0",
-    "PYSPARK_KINESIS_MALLOC_TUNING": "0",
 }
 
 

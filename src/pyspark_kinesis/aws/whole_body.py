@@ -79,8 +79,7 @@ class WholeBodySession:
 
 def read_bodies_whole(client: Any) -> bool:
     """Wrap `client`'s HTTP session in `WholeBodySession`; False (the client unchanged) when botocore's
-    endpoint is not shaped as this expects. (A process that reads many bodies fixes glibc's thresholds so
-    they reuse memory: `process_tuning`, `body_heap`.)"""
+    endpoint is not shaped as this expects."""
     endpoint: Any = getattr(client, "_endpoint", None)  # botocore's own attribute: no public way to it
     session = getattr(endpoint, "http_session", None)
     if not isinstance(session, URLLib3Session):

@@ -44,7 +44,6 @@ from typing import Any
 
 from ...aws.error_kinds import encode_error
 from ...aws.kinesis import KinesisProxy
-from ...aws.process_tuning import prepare_agent_process
 from ...config.stream_specs import StreamSpec
 from ...switches import AGENT_HOST
 from . import relay
@@ -381,7 +380,6 @@ def _remove_leftovers(path: str) -> None:
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(name)s %(message)s")
     path, owner = argv[0], int(argv[1])
-    prepare_agent_process()
     serve(path, owner)
     return 0
 
