@@ -19,8 +19,12 @@ from tests.support.snippets import LEFT_OUT, SETUPS, snippets
 
 
 def localized(code: str, work: str, endpoint: str, n: int, seqs: dict[str, str]) -> str:
-    """The block with its paths under the work folder, the README's endpoint the server's, and each
-    elided sequence number ("4960...") a real one of the shard its line names (`seqs`)."""
+    """The block with its paths under the work folder, the README's endpoint the server's, each
+    elided sequence number ("4960...") a real one of the shard its line names (`seqs`), and the docs'
+    other accounts the local one (the server keeps an account per access key id, and moto's STS hands
+    an assumed role the default one's)."""
+    for account in ("111111111111", "210987654321", "222222222222"):
+        code = code.replace(account, "000000000000")
     for old, new in (
         ('"/durable/dir"', f'"{work}/meta-{n}"'),
         ('"/out"', f'"{work}/out-{n}"'),
@@ -66,6 +70,7 @@ def main() -> None:
             "AWS_ENDPOINT_URL_S3": s3.endpoint,  # (metadataPath on S3: moto's server, the docs' bucket made)
             "AWS_ENDPOINT_URL_CLOUDWATCH": s3.endpoint,  # (the lag listener's metrics: moto's server too)
             "AWS_ENDPOINT_URL_GLUE": s3.endpoint,  # (the Glue Schema Registry's snippets: moto's too)
+            "AWS_ENDPOINT_URL_STS": s3.endpoint,  # (other accounts' streams, through an assumed role)
             "PYSPARK_PYTHON": sys.executable,
         }
         import boto3
@@ -79,6 +84,10 @@ def main() -> None:
             local_client.create_stream(StreamName=name, ShardCount=shards)
         for name in ("orders", "orders-out", "payments"):
             local_client.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 0.2})
+        ireland = boto3.client("kinesis", region_name="eu-west-1")  # ("orders" of another account, region)
+        ireland.create_stream(StreamName="orders", ShardCount=1)
+        ireland.get_waiter("stream_exists").wait(StreamName="orders", WaiterConfig={"Delay": 0.2})
+        ireland.put_record(StreamName="orders", Data=b"{}", PartitionKey="eu")
         put = local_client.put_records(
             StreamName="orders", Records=[{"Data": b"{}", "PartitionKey": f"k{n}"} for n in range(20)]
         )
