@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 _DECLARED = by_key(SOURCE_OPTIONS)  # (the defaults below are the options')
 
 
-@dataclass
+@dataclass(frozen=True)
 class ShardLimits:
     max_records: int  # -1: unbounded (replay)
     max_bytes: int
