@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks import child_env
+from benchmarks import child_env, child_figures
 from benchmarks.local_setup import environment, put_all, spark_session, trusted_certificate
 from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, ProcessMeter, Usage
 from benchmarks.report import Spread, machine
@@ -141,17 +141,7 @@ def loop_child() -> None:
 
 def run_loop(endpoint: str, stream: str, expected: int) -> tuple[float, float]:
     code = "from benchmarks.cpu import loop_child; loop_child()"
-    done = subprocess.run(
-        [sys.executable, "-c", code, endpoint, stream, str(expected)],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the boto3 loop failed: {done.stderr.strip()[-2000:]}")
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures = child_figures(code, [endpoint, stream, str(expected)], "the boto3 loop")
     return float(figures["cpu"]), float(figures["wall"])
 
 

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
-from benchmarks import child_env
+from benchmarks import child_figures
 from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, ProcessMeter, Usage
 from benchmarks.report import Spread, machine
 
@@ -135,17 +134,7 @@ def _producer_write(endpoint: str, stream: str, concurrency: int, aggregate: boo
 def run_child(way: str, endpoint: str, stream: str, records: int, size: int, concurrency: int) -> float:
     code = "from benchmarks.sink_cpu import child; child()"
     args = [way, endpoint, stream, str(records), str(size), str(concurrency)]
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the {way} writer failed: {done.stderr.strip()[-2000:]}")
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu"])
+    return float(child_figures(code, args, f"the {way} writer")["cpu"])
 
 
 # -- the run -----------------------------------------------------------------------------------------
