@@ -8,8 +8,6 @@ and reads of one batch settle together (`SubscriptionHub.next_for`). See `proces
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -19,19 +17,18 @@ from typing import Any
 from ...aws.subscribe import Subscription
 from ...config.stream_specs import StreamSpec
 from ...model import AFTER, INSIDE, Position, seq_key
+from .event_queue import EventQueue
 from .spacing import ConsumerShard, Spacing
 
 # A read's events are remembered for a retry of it (`HeldSubscription.rewind`) up to this many payload
 # bytes (a batch's default share of a shard); beyond, a retry subscribes anew as it did before.
 REWIND_MAX_BYTES = 64 * 1024 * 1024
 FIRST_MESSAGE_WAIT_S = 5.0  # a new subscription's first message is awaited (a refusal may be one)
-QUEUE_EVENTS = 8  # events read ahead per subscription before TCP holds the service back
 # A kept subscription not taken again by then is closed: just under the 5 minutes after which the
 # service ends any subscription. Keeping one costs no call and no fee (fan-out is billed per consumer
 # and shard hour, subscribed or not); a stream quiet for minutes then has its first records already
 # pushed here when its next batch comes, instead of a new subscription's round trip.
 MAX_IDLE_S = 280.0
-MAX_QUEUE_WAITS = 7_200  # x 0.5 s: a subscription nobody takes events from for an hour is closed
 SETTLE_CHECK_S = 0.05  # how often a waiting read looks whether its batch has records from another read
 BATCH_MARKS_S = 600.0  # how long a batch's "has records" mark is remembered
 
@@ -79,7 +76,7 @@ class ReadMemory:
     the rest of an event it stopped inside (`requeue_after`)."""
 
     start: Position | None = None  # where the read started (None: nothing to rewind to)
-    verified: bool = False  # that read checks its start is still there (see `begin_read`)
+    verified: bool = False  # that read checks its start is still there (see `hand_to`)
     events: list[dict[str, Any]] = field(default_factory=list)  # the events it took, in order (capped)
     bytes: int = 0  # their payload bytes (see REWIND_MAX_BYTES)
     last_event: dict[str, Any] | None = None  # the last event it took
@@ -87,69 +84,51 @@ class ReadMemory:
 
 
 class HeldSubscription:
-    """One open subscription and the messages its pump thread has taken from it: ("event", response),
-    then ("end", None) or ("error", exception)."""
+    """One open subscription, who holds it and what the read holding it took. Its events and their
+    pump thread are the `EventQueue`'s; what changes here changes through the methods below."""
 
-    def __init__(self, key: ConsumerShard, subscription: Subscription) -> None:
-        self.key, self.subscription = key, subscription
+    def __init__(self, key: ConsumerShard, subscription: Subscription, relay_key: bytes = b"") -> None:
+        self.key, self.relay_key = key, relay_key  # relay_key: the query run that opened it (see `relay`)
+        self.events = EventQueue(subscription, f"efo-{key[1]}")
         self.position: Position | None = None  # where a kept subscription continues from
         self.batch = ""  # the batch of the read that holds it (see `SubscriptionHub.next_for`)
-        self.relay_key = b""  # the key of the query run that opened it (see `relay`)
         self.behind = -1  # MillisBehindLatest of the last event handed out
         self.subscribed_ms = 0  # wall-clock time the service accepted it (see `Spacing`)
         self.read = ReadMemory()  # what the read holding it took (see `rewind`, `requeue_after`)
         self.since = time.monotonic()
-        self.closing = False
-        self._items: collections.deque[tuple[str, Any]] = collections.deque()
-        self._ready = threading.Condition()
-        threading.Thread(target=self._pump, name=f"efo-{key[1]}", daemon=True).start()
 
-    def _pump(self) -> None:
-        try:
-            for response in self.subscription.events():
-                response["ReceivedAt"] = time.time()  # see `executor.modes.fanout.FanOutPages._page`
-                if not self._put(("event", response)):
-                    return
-            self._put(("end", None))
-        except Exception as exc:  # the stream's failure is the reader's to handle: hand it over
-            if not self.closing:  # (once closed here, the failure is the closing itself)
-                self._put(("error", exc))
+    @property
+    def closing(self) -> bool:
+        return self.events.closing
 
-    def _put(self, item: tuple[str, Any]) -> bool:
-        with self._ready:
-            for _wait in range(MAX_QUEUE_WAITS):
-                if len(self._items) < QUEUE_EVENTS or item[0] != "event":
-                    self._items.append(item)
-                    self._ready.notify_all()
-                    return True
-                if self.closing:
-                    return False
-                self._ready.wait(0.5)
-            self._items.append(("error", TimeoutError("no read took this subscription's events for an hour")))
-            self._ready.notify_all()
-        self.close()
-        return False
+    @property
+    def pending(self) -> int:
+        return self.events.pending
+
+    def accepted(self) -> None:
+        """The service accepted the subscription (its first message was no refusal): now."""
+        self.subscribed_ms = int(time.time() * 1000)
 
     def take(self, wait_s: float, peek: bool = False) -> tuple[str, Any] | None:
         """The next message, or None if none came within `wait_s`."""
-        with self._ready:
-            if not self._items:
-                self._ready.wait_for(lambda: bool(self._items), timeout=max(0.0, wait_s))
-            if not self._items:
-                return None
-            item = self._items[0] if peek else self._items.popleft()
-            if not peek and item[0] == "event":
-                self.behind = int(item[1].get("MillisBehindLatest", -1))
-                self.read.last_event, self.read.requeued = item[1], False
-                self._remember(item[1])
-            self._ready.notify_all()
-            return item
+        item = self.events.take(wait_s, peek)
+        if item is not None and not peek and item[0] == "event":
+            self.behind = int(item[1].get("MillisBehindLatest", -1))
+            self.read.last_event, self.read.requeued = item[1], False
+            self._remember(item[1])
+        return item
 
-    def begin_read(self, position: Position, verified: bool = False) -> None:
-        """A read starts (or continues) this subscription at `position`: the events it takes are
-        remembered until it keeps the subscription, so that a retry of it can start over (`rewind`).
+    def hand_to(self, batch: str, position: Position, verified: bool = False) -> None:
+        """A read of `batch` starts (or continues) this subscription at `position`: the events it takes
+        are remembered until it keeps the subscription, so that a retry of it can start over (`rewind`).
         `verified`: the subscription was opened at S itself for a read that checks S is still there."""
+        self.batch = batch
         self.read = ReadMemory(start=position, verified=verified)
+
+    def kept_at(self, position: Position) -> None:
+        """The read that held it kept it at `position` (see `requeue_after`): from now on it waits there."""
+        self.requeue_after(position)
+        self.position, self.since = position, time.monotonic()
 
     def _remember(self, event: dict[str, Any]) -> None:
         """Keep a taken event for a retry, while the read's events stay under REWIND_MAX_BYTES (a long
@@ -175,9 +154,7 @@ class HeldSubscription:
         rest = None if event is None else _from(event, position)
         if rest is None:
             return 0
-        with self._ready:
-            self._items.appendleft(("event", rest))
-            self._ready.notify_all()
+        self.events.push_front([rest])
         self.read.requeued = True
         return len(rest["Records"])
 
@@ -190,30 +167,15 @@ class HeldSubscription:
         read = self.read
         if read.start is None or position != read.start or not read.events:
             return False
-        with self._ready:
-            if read.requeued and self._items and self._items[0][0] == "event":
-                self._items.popleft()  # (the last event's rest: it comes back whole below)
-            for event in reversed(read.events):
-                # (a verified read's retry gets S too, and checks it as the read did: see `open`)
-                rest = _from(event, position, with_anchor=read.verified)
-                if rest is not None:
-                    self._items.appendleft(("event", rest))
-            self._ready.notify_all()
+        # (a verified read's retry gets S too, and checks it as the read did: see `open`)
+        rests = [_from(event, position, with_anchor=read.verified) for event in read.events]
+        self.events.push_front([r for r in rests if r is not None], drop_front_event=read.requeued)
         read.requeued = False
         read.events = []
         return True
 
-    @property
-    def pending(self) -> int:
-        with self._ready:
-            return sum(1 for kind, _value in self._items if kind == "event")
-
     def close(self) -> None:
-        self.closing = True
-        with contextlib.suppress(Exception):  # closing a dead connection may fail in any way
-            self.subscription.close()
-        with self._ready:
-            self._ready.notify_all()
+        self.events.close()
 
 
 class SubscriptionHub:
@@ -241,15 +203,13 @@ class SubscriptionHub:
         if kept is not None:
             if want.reuse and kept.relay_key == want.relay_key:
                 if kept.position == want.position:
-                    kept.batch = want.batch
-                    kept.begin_read(want.position)
+                    kept.hand_to(want.batch, want.position)
                     return self._handed(kept), False
                 verified = kept.read.verified
                 if kept.rewind(want.position):
                     # A retry: a read that was verified is answered as a new subscription, so that the
                     # retry checks S as its failed attempt did (and reports the same loss if S is gone).
-                    kept.batch = want.batch
-                    kept.begin_read(want.position, verified)
+                    kept.hand_to(want.batch, want.position, verified)
                     return self._handed(kept), verified
             kept.close()
         self.spacing.before_subscribe(key, want.subscribed_ms)
@@ -260,9 +220,8 @@ class SubscriptionHub:
         except BaseException:
             self.spacing.answered(key, ok=False)
             raise
-        held = HeldSubscription(key, subscription)
-        held.batch, held.relay_key = want.batch, want.relay_key
-        held.begin_read(want.position, want.verify)
+        held = HeldSubscription(key, subscription, want.relay_key)
+        held.hand_to(want.batch, want.position, want.verify)
         if want.relay_key:
             self.relayed_at = time.monotonic()
         first = held.take(FIRST_MESSAGE_WAIT_S, peek=True)
@@ -271,7 +230,7 @@ class SubscriptionHub:
             self.spacing.answered(key, ok=False)
             raise first[1]
         self.spacing.answered(key, ok=True)
-        held.subscribed_ms = int(time.time() * 1000)
+        held.accepted()
         return self._handed(held), True
 
     def _handed(self, held: HeldSubscription) -> HeldSubscription:
@@ -317,8 +276,7 @@ class SubscriptionHub:
                 return None
             del self._kept[key]
             self._reading[key] = kept
-        kept.batch = batch
-        kept.begin_read(position)
+        kept.hand_to(batch, position)
         self.relayed_at = time.monotonic()
         return kept
 
@@ -350,8 +308,7 @@ class SubscriptionHub:
                 self._with_records[batch] = now
 
     def keep(self, held: HeldSubscription, position: Position) -> None:
-        held.requeue_after(position)
-        held.position, held.since = position, time.monotonic()
+        held.kept_at(position)
         with self._lock:
             old = self._kept.pop(held.key, None)
             self._kept[held.key] = held

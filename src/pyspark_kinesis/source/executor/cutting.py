@@ -52,6 +52,11 @@ class ShardLimits:
     first_seq: str | None = None
 
 
+# Why a batch has enough of a shard (`BatchCut.ending`): a limit (records, bytes); the AvailableNow cutoff
+# or the shard's endingPosition; a replay's recorded end; the shard's tip (nothing newer can be there).
+LIMIT, CUTOFF, UNTIL, TIP = "limit", "cutoff", "until", "tip"
+
+
 def _before_or_at(seq: str, sub: int, until: Position) -> bool:
     """True while user record (seq, sub) lies at or before the recorded end `until`."""
     if until.kind == END:
@@ -110,7 +115,23 @@ class BatchCut:
         self.last: tuple[str, int, int] | None = None  # (seq, sub, subs in that record) of the last row taken
         self.n_bytes = 0
         self.misplaced = 0  # user records of aggregates dropped as outside the shard's range (`misplaced`)
-        self.reached_cutoff = self.stop = self.done_until = False
+        self.ending: str | None = None  # why the batch has enough of this shard (LIMIT, CUTOFF...): None yet
+
+    @property
+    def stop(self) -> bool:
+        """The batch has enough of this shard, for whatever reason."""
+        return self.ending is not None
+
+    @property
+    def reached_cutoff(self) -> bool:
+        """The read got to the AvailableNow cutoff or the shard's endingPosition: nothing left to read
+        under this run."""
+        return self.ending == CUTOFF
+
+    @property
+    def done_until(self) -> bool:
+        """A replay produced its recorded end's last record."""
+        return self.ending == UNTIL
 
     def restart(self, origin: Position) -> None:
         """Nothing taken yet, and the read goes on from `origin` instead (its start aged out: from the
@@ -179,8 +200,10 @@ class BatchCut:
             took_bytes = sum(sizes[:take])
         # The cutoff is reached only if the limits let every record before it in: a shard cut short by
         # a limit still has records to read under this AvailableNow run.
-        self.reached_cutoff = beyond_cutoff and take == available
-        self.stop = take < available or beyond_cutoff
+        if beyond_cutoff and take == available:
+            self.ending = CUTOFF
+        else:
+            self.ending = LIMIT if take < available or beyond_cutoff else None
         if not take:
             return
         if self.first is None:
@@ -211,7 +234,7 @@ class BatchCut:
         for index, seq in enumerate(seqs):
             arrival = arrivals[index]
             if bound is not None and arrival > bound:
-                self.reached_cutoff = self.stop = True
+                self.ending = CUTOFF
                 return
             users = deaggregate(data[index])
             # Only an aggregate's user records can be misplaced: Kinesis itself placed a plain record.
@@ -225,15 +248,15 @@ class BatchCut:
                 if skip_from.skips(seq, sub):
                     continue
                 if limits.end_at is not None and not _before_or_at(seq, sub, limits.end_at):
-                    self.reached_cutoff = self.stop = True
+                    self.ending = CUTOFF
                     return
                 dropped = misplaced(key, hash_key, ranged)
                 if until is not None:
                     if not _before_or_at(seq, sub, until):
-                        self.stop = self.done_until = True
+                        self.ending = UNTIL
                         return
                 elif not dropped and self._full(len(payload)):
-                    self.stop = True
+                    self.ending = LIMIT
                     return
                 if dropped:  # (the read moves past it all the same: a replay drops it again)
                     self.misplaced += 1
@@ -244,8 +267,8 @@ class BatchCut:
                     self.n_bytes += len(payload)
                 self.last = (seq, sub, total)
                 if until is not None and _reached(seq, sub, total, until):
-                    self.stop = self.done_until = True
+                    self.ending = UNTIL
                     return
                 if limits.end_at is not None and _reached(seq, sub, total, limits.end_at):
-                    self.reached_cutoff = self.stop = True
+                    self.ending = CUTOFF
                     return

@@ -39,7 +39,7 @@ from ...errors import StreamAccessError
 from ...model import AFTER, END, INSIDE, TIMESTAMP, TRIM, Position, seq_key
 from ..state.offsets import ShardEnd
 from .columns import Columns
-from .cutting import BatchCut, ShardLimits
+from .cutting import TIP, BatchCut, ShardLimits
 from .loss import LossPolicy
 from .modes import source_for
 from .pages import Fault, FaultKind, Page, PageSource, ReadContext
@@ -189,7 +189,8 @@ class ShardRead:
         if kind is FaultKind.AHEAD:
             # The start is ahead of the service's clock (a LATEST pinned by a driver whose clock runs
             # ahead, or a timestamp not reached yet): nothing can have arrived since. At the tip.
-            self.progress.at_tip = self.cut.stop = True
+            self.progress.at_tip = True
+            self.cut.ending = self.cut.ending or TIP
             return opened
         if kind is FaultKind.GONE:
             return self._gone()

@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from pyspark_kinesis.model import Position
+from pyspark_kinesis.source.agent import event_queue
 from pyspark_kinesis.source.agent import hub as hub_module
 from pyspark_kinesis.source.agent.hub import HeldSubscription, SubscriptionHub, SubscriptionRequest, _from
 from pyspark_kinesis.source.agent.spacing import Spacing
@@ -134,7 +135,7 @@ def test_events_are_stamped_when_received_and_the_end_follows_them() -> None:
 
 
 def test_the_pump_reads_ahead_only_so_far(monkeypatch) -> None:
-    monkeypatch.setattr(hub_module, "QUEUE_EVENTS", 2)
+    monkeypatch.setattr(event_queue, "QUEUE_EVENTS", 2)
     stream = Finite(*(event([n]) for n in range(1, 6)), None)
     held = held_on(stream)
     assert eventually(lambda: held.pending == 2)
@@ -145,8 +146,8 @@ def test_the_pump_reads_ahead_only_so_far(monkeypatch) -> None:
 
 
 def test_a_subscription_nobody_takes_from_is_closed_with_an_error(monkeypatch) -> None:
-    monkeypatch.setattr(hub_module, "QUEUE_EVENTS", 1)
-    monkeypatch.setattr(hub_module, "MAX_QUEUE_WAITS", 2)  # (x 0.5 s)
+    monkeypatch.setattr(event_queue, "QUEUE_EVENTS", 1)
+    monkeypatch.setattr(event_queue, "MAX_QUEUE_WAITS", 2)  # (x 0.5 s)
     stream = Finite(event([1]), event([2]))
     held = held_on(stream)
     assert eventually(lambda: held.closing, within_s=2.5), "not closed after its waits"
@@ -159,7 +160,7 @@ def test_a_subscription_nobody_takes_from_is_closed_with_an_error(monkeypatch) -
 
 
 def test_a_closed_subscription_stops_its_pump_without_an_end(monkeypatch) -> None:
-    monkeypatch.setattr(hub_module, "QUEUE_EVENTS", 1)
+    monkeypatch.setattr(event_queue, "QUEUE_EVENTS", 1)
     stream = Finite(event([1]), event([2]), event([3]), None)
     held = held_on(stream)
     assert eventually(lambda: held.pending == 1)
@@ -210,13 +211,13 @@ def test_a_take_returns_as_soon_as_an_event_comes() -> None:
 def test_a_read_remembers_its_events_up_to_the_cap_counted_over_the_whole_read(monkeypatch) -> None:
     monkeypatch.setattr(hub_module, "REWIND_MAX_BYTES", 4)
     held = held_on(Finite(event([1, 2]), event([3, 4]), event([5])))  # 1 payload byte a record
-    held.begin_read(Position.after("0"))
+    held.hand_to("", Position.after("0"))
     held.take(2.0)
     held.take(2.0)
     assert held.read.bytes == 4 and len(held.read.events) == 2  # at the cap: still remembered
     held.take(2.0)
     assert held.read.start is None and held.read.events == []  # past it: no rewind for this read
-    held.begin_read(Position.after("5"))
+    held.hand_to("", Position.after("5"))
     assert held.read.bytes == 0 and held.read.verified is False and held.read.last_event is None
 
 
@@ -231,7 +232,7 @@ def test_requeueing_after_the_last_event_puts_back_nothing() -> None:
 def test_a_rewind_keeps_events_pushed_since_and_forgets_the_read() -> None:
     stream = Finite(event([1, 2]))
     held = held_on(stream)
-    held.begin_read(Position.after("0"))
+    held.hand_to("", Position.after("0"))
     assert seqs(held.take(2.0)) == ["1", "2"]
     assert held.requeue_after(Position.after("2")) == 0  # the read ended at the event's end
     assert held.rewind(Position.after("0"))  # nothing waits in the queue: nothing to drop
@@ -243,7 +244,7 @@ def test_a_rewind_keeps_events_pushed_since_and_forgets_the_read() -> None:
 def test_a_rewind_leaves_an_event_pushed_after_the_read() -> None:
     stream = Finite(event([1, 2]))
     held = held_on(stream)
-    held.begin_read(Position.after("0"))
+    held.hand_to("", Position.after("0"))
     assert seqs(held.take(2.0)) == ["1", "2"]
     assert held.requeue_after(Position.after("2")) == 0 and held.read.requeued is False
     stream.events.put(event([3]))

@@ -27,6 +27,7 @@ from ....aws.error_kinds import (
 )
 from ....aws.get_records import Records
 from ....aws.kinesis import describe_failure
+from ....config.stream_specs import StreamSpec
 from ....errors import StreamAccessError
 from ....model import INSIDE, TIMESTAMP, Position
 from ...agent.hub import SubscriptionRequest
@@ -55,10 +56,11 @@ class FanOutPages:
     keeps_partial = True  # the agent puts the rest of the last event back for the next read
 
     def __init__(self, context: ReadContext) -> None:
-        spec = context.proxy.spec
-        if spec.consumer_arn is None:
-            raise RuntimeError(f"{spec.describe()} has no consumer: the query start registers one")
-        self.context, self.spec, self.consumer = context, spec, spec.consumer_arn
+        if context.proxy.spec.consumer_arn is None:
+            raise RuntimeError(
+                f"{context.proxy.spec.describe()} has no consumer: the query start registers one"
+            )
+        self.context = context
         self.link: AgentLink | None = None
         self.link_is_remote = False  # `link` goes to another agent (see `_from_holder`)
         # A replay reads by GetRecords (and so does a second attempt of a read: see `_from_holder`).
@@ -66,9 +68,24 @@ class FanOutPages:
         self.subscribed = False
         self.position: Position | None = None  # after the last record handed out (a closed shard's check)
         self.read_started, self.read_wall = time.monotonic(), time.time()
-        limits = context.limits
-        self.settle = not context.replay and limits.cutoff_ms is None
         self.idle = 0
+
+    # (what the read's context fixes: derived, not copied, so that it cannot drift from it)
+    @property
+    def spec(self) -> StreamSpec:
+        return self.context.proxy.spec
+
+    @property
+    def consumer(self) -> str:
+        arn = self.spec.consumer_arn
+        assert arn is not None, "checked when the read began"
+        return arn
+
+    @property
+    def settle(self) -> bool:
+        """The read ends as soon as another read of its batch took records (see `_page`): not for a
+        replay, which must reach its recorded end, nor under an AvailableNow cutoff."""
+        return not self.context.replay and self.context.limits.cutoff_ms is None
 
     # -- the subscription ----------------------------------------------------------------------------
     def open(self, position: Position, *, verify: bool, reuse: bool) -> bool:
