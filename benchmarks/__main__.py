@@ -424,7 +424,7 @@ def bench_api(
 
 @app.command("offsets")
 def bench_offsets(
-    shards: str = typer.Option("100,1000,5000", help="Comma-separated shard counts."),
+    shards: str = typer.Option("100,1000,5000,10000", help="Comma-separated shard counts."),
     batches: int = typer.Option(10, min=2, max=200, help="Batches planned per shard count."),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:

@@ -108,6 +108,9 @@ def planning_times(shards: int, batches: int) -> Spread:
     return Spread(times)
 
 
+GOAL_SHARDS, GOAL_S = 10_000, 1.0  # planning at 10,000 shards under a second
+
+
 def markdown(rows: list[Size], plan: dict[int, Spread], batches: int) -> str:
     lines = [
         "## 5. Offsets and planning at scale",
@@ -131,6 +134,14 @@ def markdown(rows: list[Size], plan: dict[int, Spread], batches: int) -> str:
     lines += ["", "| shards | planning one batch |", "|---|---|"]
     for shards, spread in sorted(plan.items()):
         lines.append(f"| {shards:,} | {show_ms(spread)} |")
+    if GOAL_SHARDS in plan:
+        spread = plan[GOAL_SHARDS]
+        verdict = "met" if spread.samples[-1] < GOAL_S else "not met"
+        lines += [
+            "",
+            f"Goal (issue #65): planning a batch of {GOAL_SHARDS:,} shards under {GOAL_S:g} s: {verdict} "
+            f"(slowest of the {batches} batches {spread.samples[-1] * 1000:,.0f} ms).",
+        ]
     return "\n".join(lines) + "\n"
 
 
