@@ -203,6 +203,26 @@ def kinesis_client(
         return client
 
 
+def dynamodb_streams_client(
+    settings: AwsSettings, *, max_attempts: int | None = None, agent: str = "client"
+) -> Any:
+    """A DynamoDB Streams client for these settings (a table's stream: `dynamodb_streams`), cached per
+    process like the Kinesis clients; `endpointUrl` is the DynamoDB Streams endpoint there."""
+    key = (settings, max_attempts, f"dynamodbstreams {agent}")
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            client = session_for(settings, max_attempts).create_client(
+                "dynamodbstreams",
+                region_name=settings.region,
+                endpoint_url=settings.endpoint_url,
+                config=_config(settings, max_attempts, 8, agent),
+            )
+            _read_whole(client)
+            _clients[key] = client
+        return client
+
+
 def glue_client(settings: AwsSettings, endpoint_url: str | None = None) -> Any:
     """An AWS Glue client (the Schema Registry's API) with the stream's credentials and region; cached
     per process like the Kinesis clients."""

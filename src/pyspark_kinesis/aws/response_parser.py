@@ -16,11 +16,14 @@ from ..switches import STOCK_BOTOCORE
 from . import put_body
 
 OUTPUT_SHAPE = "GetRecordsOutput"
+# DynamoDB Streams' GetRecords answer has a shape of the same name (a parser does not know its service):
+# only Kinesis's has this member, and only Kinesis's bodies are the decoder's.
+KINESIS_MEMBER = "MillisBehindLatest"
 
 
 class _JSONParser(JSONParser):
     def _do_parse(self, response: dict[str, Any], shape: Any) -> dict[str, Any]:
-        if shape is not None and shape.name == OUTPUT_SHAPE:
+        if shape is not None and shape.name == OUTPUT_SHAPE and KINESIS_MEMBER in shape.members:
             from .get_records import decode
 
             return decode(response["body"])
