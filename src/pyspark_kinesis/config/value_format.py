@@ -16,7 +16,9 @@ RAW = "raw"
 
 READ_FORMAT = Option(
     "valueFormat",
-    "raw (the payload in data) | glue (AWS Glue Schema Registry framed records decoded into typed columns).",
+    "raw (the payload in data) | glue (AWS Glue Schema Registry framed records decoded into typed columns) "
+    "| dynamodb (a DynamoDB table's changes, from Kinesis Data Streams for DynamoDB: tableName, eventName, "
+    "keys, newImage, oldImage as exact JSON, timeToLive, sizeBytes, eventId, valueError).",
     shown="raw",
 )
 WRITE_FORMAT = Option(

@@ -17,7 +17,8 @@ Spark's Kafka connectors. The source and the sink ask the format of the query's 
   schema), and the encoder of a row's value into a payload (`encoder`; None: the column holds the
   payload's bytes or text).
 
-`raw` (`formats.raw`) and `glue` (`formats.glue`, the AWS Glue Schema Registry) are built in;
+`raw` (`formats.raw`), `glue` (`formats.glue`, the AWS Glue Schema Registry) and `dynamodb`
+(`formats.dynamodb`, a DynamoDB table's changes, read only) are built in;
 `register_format` adds another under its `valueFormat` name: a new format is one module and one call.
 """
 
@@ -120,14 +121,16 @@ def _own(codec: ValueCodec, writing: bool) -> tuple[Option, ...]:
 
 
 def _codecs() -> dict[str, ValueCodec]:
-    """The registered formats, raw first (valueFormat's default), raw and glue registered on first use
+    """The registered formats, raw first (valueFormat's default), the built-in ones registered on first use
     (a format registered before must not hide them; glue's registry code loads only when a query uses
     it)."""
-    if "raw" not in _CODECS or "glue" not in _CODECS:
+    if "raw" not in _CODECS or "glue" not in _CODECS or "dynamodb" not in _CODECS:
+        from .dynamodb import DynamoChangeCodec
         from .glue import GlueCodec
         from .raw import RawCodec
 
         _CODECS.setdefault("raw", RawCodec())
         _CODECS.setdefault("glue", GlueCodec())
+        _CODECS.setdefault("dynamodb", DynamoChangeCodec())
         _CODECS.update({k: _CODECS.pop(k) for k in list(_CODECS) if k != "raw"})  # raw first
     return _CODECS
