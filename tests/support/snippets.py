@@ -57,6 +57,7 @@ SETUPS: dict[tuple[str, str], str] = {
     ("README.md", "import pyspark_kinesis"): "",
     ("docs/reading.md", "start = {"): "",
     ("docs/reading.md", "backfill = ("): "",
+    ("docs/reading.md", "changes = ("): "",
     ("README.md", 'df.selectExpr("to_json(struct(*)) AS data", "customer AS partitionKey")'): STREAMING_DF,
     ("docs/assignment.md", "from pyspark_kinesis import assign"): "kinesis = local_client\n",
     ("docs/operations.md", "from pyspark_kinesis import metrics"): "query = started_query()\n",
