@@ -32,6 +32,7 @@ from ..model import LATEST, Position, ShardInfo, StreamIdentity
 from .client import dynamodb_streams_client
 from .error_kinds import CREDENTIAL_CODES
 from .get_records import Records
+from .kinesis import TipAnswer, look_past_tip
 
 DESCRIBE_LIMIT = 100  # shards per DescribeStream call, the service's most
 MAX_PAGES = 10_000  # bounded: 1,000,000 shards, past any table's partitions
@@ -39,6 +40,11 @@ RETENTION_MS = 24 * 3_600_000  # a stream keeps records 24 hours, not configurab
 HASH_SPACE_END = 2**128 - 1
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"  # userIdentity of a delete by Time to Live
 IAM_ACTIONS = "dynamodb:ListStreams, dynamodb:DescribeStream, dynamodb:GetShardIterator, dynamodb:GetRecords"
+
+
+def table_name(arn: str) -> str:
+    """The table a stream ARN belongs to (arn:aws:dynamodb:REGION:ACCOUNT:table/T/stream/LABEL)."""
+    return arn.split(":table/", 1)[-1].split("/stream/", 1)[0]
 
 
 def is_stream_arn(text: str) -> bool:
@@ -157,6 +163,28 @@ class StreamsProxy:
                 )
             self._arn = str(max(streams, key=lambda s: s.get("StreamLabel", ""))["StreamArn"])
         return self._arn
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def deleted(self) -> StreamNotFoundError:
+        """The error for a stream that went away while the query read it (its table was deleted)."""
+        return StreamNotFoundError(
+            f"The stream {self.arn} of DynamoDB table '{table_name(self.arn)}' was deleted (with its table) "
+            "while the query read it. Remove it from the options and restart the query."
+        )
+
+    def check_same_stream(self, within_s: float = 0.0) -> None:
+        """Raise a clear error if the stream is gone. A stream is never re-created under its ARN (a table
+        whose stream is disabled and enabled again has a new one), so there is nothing else to tell."""
+        try:
+            self.describe(Limit=1)
+        except StreamNotFoundError:
+            raise self.deleted() from None
+
+    def look_past_tip(self, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
+        return look_past_tip(self, shard_id, position, iterator)
 
     def describe(self, **kwargs: Any) -> dict[str, Any]:
         return dict(self._call("describe_stream", StreamArn=self.arn, **kwargs)["StreamDescription"])

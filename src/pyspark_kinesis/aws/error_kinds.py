@@ -86,7 +86,9 @@ def is_future_timestamp(exc: BaseException) -> bool:
 
 def is_foreign_sequence_number(exc: BaseException) -> bool:
     """A sequence number the shard does not know: from another stream of the same name (deleted and
-    re-created), or of a record that aged out."""
+    re-created), or of a record that aged out (DynamoDB Streams says so by name: TrimmedDataAccess)."""
+    if error_code(exc) == "TrimmedDataAccessException":
+        return True
     if error_code(exc) not in ("InvalidArgumentException", "ResourceNotFoundException"):
         return False
     message = str(exc.response.get("Error", {}).get("Message", "")).lower()  # type: ignore[attr-defined]

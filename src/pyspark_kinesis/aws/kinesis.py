@@ -262,43 +262,7 @@ class KinesisProxy:
         return str(response["ShardIterator"])
 
     def look_past_tip(self, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
-        """Whether a shard has anything at or after `position`: one GetRecords of at most one record
-        from `iterator` (or a new iterator at `position`), whose record is not kept (a batch's task
-        reads it, so its end is recorded as every read's is). A position the service refuses as a
-        sequence number it does not know (the record aged out) is looked at from the oldest record
-        left: every record left is after it. (Found by the simulation: a quiet shard whose last record
-        aged out failed every look on such a service, and each failed look ran a batch that read
-        nothing, trigger after trigger.)"""
-        for _attempt in range(2):  # an expired iterator is obtained again once
-            try:
-                if iterator is None:
-                    iterator = self._look_iterator(shard_id, position)
-                response = self.get_records(iterator, 1)
-            except ClientError as exc:
-                if is_expired_iterator(exc) and iterator is not None:
-                    iterator = None
-                    continue
-                if error_code(exc) in CREDENTIAL_CODES:
-                    return TipAnswer(True, failure=f"{error_code(exc)}: {exc}", denied=True)
-                if is_retryable(exc):
-                    return TipAnswer(None, iterator)
-                return TipAnswer(True, failure=f"{error_code(exc)}: {exc}")
-            except (BotoCoreError, StreamAccessError) as exc:
-                return TipAnswer(True, failure=f"{exc.__class__.__name__}: {exc}")
-            following = response.get("NextShardIterator")
-            behind = int(response.get("MillisBehindLatest") or 0)
-            if response["Records"] or following is None or behind > 0:
-                return TipAnswer(True)
-            return TipAnswer(False, str(following))
-        return TipAnswer(None)
-
-    def _look_iterator(self, shard_id: str, position: Position) -> str:
-        try:
-            return self.shard_iterator(shard_id, position)
-        except ClientError as exc:
-            if position.anchor is None or not is_foreign_sequence_number(exc):
-                raise
-            return self.shard_iterator(shard_id, Position.trim_horizon())
+        return look_past_tip(self, shard_id, position, iterator)
 
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
         """One GetRecords call. An incomplete document reaches us as {}: read literally (no next
@@ -322,6 +286,48 @@ class TipAnswer:
     iterator: str | None = None
     failure: str = ""
     denied: bool = False
+
+
+def look_past_tip(proxy: Any, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
+    """(`proxy`: a stream's proxy of either service: `shard_iterator` and `get_records` are all it needs.)
+    Whether a shard has anything at or after `position`: one GetRecords of at most one record
+    from `iterator` (or a new iterator at `position`), whose record is not kept (a batch's task
+    reads it, so its end is recorded as every read's is). A position the service refuses as a
+    sequence number it does not know (the record aged out) is looked at from the oldest record
+    left: every record left is after it. (Found by the simulation: a quiet shard whose last record
+    aged out failed every look on such a service, and each failed look ran a batch that read
+    nothing, trigger after trigger.)"""
+    for _attempt in range(2):  # an expired iterator is obtained again once
+        try:
+            if iterator is None:
+                iterator = _look_iterator(proxy, shard_id, position)
+            response = proxy.get_records(iterator, 1)
+        except ClientError as exc:
+            if is_expired_iterator(exc) and iterator is not None:
+                iterator = None
+                continue
+            if error_code(exc) in CREDENTIAL_CODES:
+                return TipAnswer(True, failure=f"{error_code(exc)}: {exc}", denied=True)
+            if is_retryable(exc):
+                return TipAnswer(None, iterator)
+            return TipAnswer(True, failure=f"{error_code(exc)}: {exc}")
+        except (BotoCoreError, StreamAccessError) as exc:
+            return TipAnswer(True, failure=f"{exc.__class__.__name__}: {exc}")
+        following = response.get("NextShardIterator")
+        behind = int(response.get("MillisBehindLatest") or 0)
+        if response["Records"] or following is None or behind > 0:
+            return TipAnswer(True)
+        return TipAnswer(False, str(following))
+    return TipAnswer(None)
+
+
+def _look_iterator(proxy: Any, shard_id: str, position: Position) -> str:
+    try:
+        return proxy.shard_iterator(shard_id, position)
+    except ClientError as exc:
+        if position.anchor is None or not is_foreign_sequence_number(exc):
+            raise
+        return proxy.shard_iterator(shard_id, Position.trim_horizon())
 
 
 def sink_target(settings: AwsSettings, stream: str) -> StreamSpec:

@@ -47,6 +47,9 @@ ENTRY_KEYS = (
 _ENTRY_LOWER = {k.lower(): k for k in ENTRY_KEYS}
 
 
+KINESIS, DYNAMODB = "kinesis", "dynamodb"  # (StreamSpec.service)
+
+
 @dataclass(frozen=True)
 class StreamSpec:
     """One stream of a source. `arn` is the stream's identity; it is None until the query start
@@ -73,6 +76,9 @@ class StreamSpec:
     # query start (or as given by consumerArn). None for polling.
     consumer_name: str | None = None
     consumer_arn: str | None = None
+    # The service the stream is read through: KINESIS, or DYNAMODB (a table's stream: `name` is the
+    # table's name or the stream's ARN; aws.services.proxy_for).
+    service: str = "kinesis"
 
     @property
     def resolved_arn(self) -> str:

@@ -81,14 +81,14 @@ class KinesisStreamReader(DataSourceStreamReader):
     @property
     def planner(self) -> Planner:
         if self._planner is None:
-            from ..aws.kinesis import KinesisProxy
+            from ..aws.services import proxy_for
             from .driver.planner import Planner
             from .state.batch_log import BatchEndLog
 
             self._planner = Planner(
                 self.config,
                 BatchEndLog.open(self.config.metadata_path or "", self.config.metadata_storage_options),
-                functools.partial(KinesisProxy, agent="planner"),
+                functools.partial(proxy_for, agent="planner"),
             )
             threading.Thread(
                 target=_keep_alive, args=(self._planner,), name="kinesis-live", daemon=True

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from ...aws.kinesis import KinesisProxy
+from ...aws.services import StreamProxy, proxy_for
 from ...config.stream_specs import StreamSpec
 from ...errors import DataLossError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ...model import LATEST, TIMESTAMP, Position, ShardInfo
@@ -47,8 +47,8 @@ def _with_consumer(spec: StreamSpec) -> StreamSpec:
     operator's decision (`pyspark-kinesis consumers deregister`)."""
     from ...aws import consumers
 
-    client = KinesisProxy(spec, agent="planner").client
-    once = KinesisProxy(spec, agent="planner", max_attempts=1).client  # (see `ensure_consumer`)
+    client = proxy_for(spec, agent="planner").client
+    once = proxy_for(spec, agent="planner", max_attempts=1).client  # (see `ensure_consumer`)
     if spec.consumer_arn is not None:
         found = consumers.describe_arn(client, spec.consumer_arn)
         if found is None:
@@ -77,7 +77,7 @@ def backfill_slices(config: SourceConfig) -> list[BackfillPlan]:
     now = now_ms()
     slices = []
     for spec in config.streams:
-        listed = KinesisProxy(spec, agent="planner").list_shards()
+        listed = proxy_for(spec, agent="planner").list_shards()
         infos = {s.shard_id: s for s in listed}
         if spec.shard_starts:
             starts = {
@@ -125,7 +125,7 @@ class _Stream:
     """One stream's proxy, when it was last listed, and what was listed."""
 
     spec: StreamSpec
-    proxy: KinesisProxy
+    proxy: StreamProxy
     last_ms: int = 0
     checked_ms: int = 0  # when DescribeStreamSummary last said it is the stream the query started with
     infos: dict[str, ShardInfo] = field(default_factory=dict)
@@ -163,7 +163,7 @@ class ShardDiscovery:
     def __init__(
         self,
         config: SourceConfig,
-        proxy_factory: Callable[[StreamSpec], KinesisProxy],
+        proxy_factory: Callable[[StreamSpec], StreamProxy],
         clock: Callable[[], int],
     ) -> None:
         self.config = config
@@ -178,7 +178,7 @@ class ShardDiscovery:
             self._streams[key] = _Stream(spec, self._proxy_factory(spec))
         return self._streams[key]
 
-    def proxy(self, key: str) -> KinesisProxy:
+    def proxy(self, key: str) -> StreamProxy:
         """Stream `key`'s Kinesis calls, as the driver makes them."""
         return self._stream(key).proxy
 

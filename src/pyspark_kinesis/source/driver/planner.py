@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from ...aws.kinesis import KinesisProxy
+from ...aws.services import StreamProxy
 from ...config.stream_specs import StreamSpec
 from ...errors import CheckpointMismatchError, StreamAccessError
 from ...model import Position, ShardInfo, ShardRef
@@ -46,7 +46,7 @@ class Planner:
         self,
         config: SourceConfig,
         batch_log: BatchEndLog,
-        proxy_factory: Callable[[StreamSpec], KinesisProxy],
+        proxy_factory: Callable[[StreamSpec], StreamProxy],
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.config = config

@@ -13,7 +13,7 @@ gone by then) along with what only a streaming read needs (a metadataPath at all
 
 from __future__ import annotations
 
-from ...aws.kinesis import KinesisProxy
+from ...aws.services import proxy_for
 from ...errors import OptionError
 from ...model import StreamIdentity
 from ..options import SourceConfig
@@ -32,8 +32,7 @@ def stream_identities(config: SourceConfig) -> list[StreamIdentity]:
     """Every stream reachable (endpoint, credentials, role, existence) and named once, failing fast
     with one clear message; each stream's identity (its ARN: what offsets key shards by)."""
     identities = [
-        KinesisProxy(spec, agent="planner", max_attempts=STARTUP_ATTEMPTS).identity()
-        for spec in config.streams
+        proxy_for(spec, agent="planner", max_attempts=STARTUP_ATTEMPTS).identity() for spec in config.streams
     ]
     arns = [identity.arn for identity in identities]
     for index, arn in enumerate(arns):

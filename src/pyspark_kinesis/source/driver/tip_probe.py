@@ -32,7 +32,8 @@ import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from ...aws.kinesis import KinesisProxy, TipAnswer
+from ...aws.kinesis import TipAnswer
+from ...aws.services import StreamProxy
 from ...model import Position, ShardRef, unaged
 from ..state.offsets import ShardState
 
@@ -48,7 +49,7 @@ class TipProbe:
 
     def __init__(
         self,
-        proxy_for: Callable[[str], KinesisProxy],
+        proxy_for: Callable[[str], StreamProxy],
         interval_ms: int,
         clock: Callable[[], int],
         retention_ms: Callable[[str], int | None] = lambda _key: None,

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from ...aws.kinesis import KinesisProxy
+from ...aws.services import StreamProxy
 from ...model import Position, ShardRef
 from ..options import SourceConfig
 from ..state.offsets import ShardEnd, ShardPlan, TaskPlan
@@ -118,7 +118,7 @@ class Drain:
         self,
         config: SourceConfig,
         plan: TaskPlan,
-        proxies: Mapping[str, KinesisProxy],
+        proxies: Mapping[str, StreamProxy],
         pages: Callable[[ReadContext], PageSource] | None = None,
     ) -> None:
         """`pages`: makes each read's page source (tests); by default the read mode of consumerType."""
@@ -207,7 +207,7 @@ class Drain:
 def read_drained(
     config: SourceConfig,
     plan: TaskPlan,
-    proxies: Mapping[str, KinesisProxy],
+    proxies: Mapping[str, StreamProxy],
     pages: Callable[[ReadContext], PageSource] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """A drained batch's task under the protocol of `protocol` (record first, rows after), its rows

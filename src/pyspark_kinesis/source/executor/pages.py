@@ -24,7 +24,7 @@ from ...model import END, Position
 from .cutting import ShardLimits
 
 if TYPE_CHECKING:
-    from ...aws.kinesis import KinesisProxy
+    from ...aws.services import StreamProxy
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Fault(Exception):
 class ReadContext:
     """What a page source is told about the read it serves."""
 
-    proxy: KinesisProxy  # the stream's Kinesis API (aws/)
+    proxy: StreamProxy  # the stream's API, Kinesis or DynamoDB Streams (aws/)
     shard: str
     limits: ShardLimits  # the deadline, whether the shard is known closed, the push wait...
     until: Position | None = None  # a replay's recorded end (no deadline: it must get there)

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 
 from ...aws.get_records import Records
-from ...aws.kinesis import KinesisProxy
+from ...aws.services import StreamProxy
 from ...errors import StreamAccessError
 from ...model import AFTER, END, INSIDE, TIMESTAMP, TRIM, Position, seq_key
 from ..state.offsets import ShardEnd
@@ -376,7 +376,7 @@ class ShardRead:
 
 
 def fetch_shard(
-    proxy: KinesisProxy,
+    proxy: StreamProxy,
     shard: str,
     start: Position,
     limits: ShardLimits,

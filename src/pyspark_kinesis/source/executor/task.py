@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from ...aws.kinesis import KinesisProxy
 from ...aws.process_tuning import prepare_worker_process
+from ...aws.services import StreamProxy, proxy_for
 from ...errors import CheckpointMismatchError
 from ...model import ShardRef
 from ..options import SourceConfig
@@ -85,9 +85,9 @@ def _fetch_all(
     return {p.ref: result for p, result in zip(plan.shards, results, strict=True)}
 
 
-def _proxies(config: SourceConfig, plan: TaskPlan) -> dict[str, KinesisProxy]:
+def _proxies(config: SourceConfig, plan: TaskPlan) -> dict[str, StreamProxy]:
     """The Kinesis API of each stream the task reads."""
-    proxies: dict[str, KinesisProxy] = {}
+    proxies: dict[str, StreamProxy] = {}
     for piece in plan.shards:
         spec = config.stream(piece.stream)
         if spec is None:
@@ -95,7 +95,7 @@ def _proxies(config: SourceConfig, plan: TaskPlan) -> dict[str, KinesisProxy]:
                 f"Batch {plan.batch} reads stream {piece.stream}, which the options no longer name."
             )
         if piece.stream not in proxies:
-            proxies[piece.stream] = KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)
+            proxies[piece.stream] = proxy_for(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)
     return proxies
 
 
@@ -133,7 +133,7 @@ def read_backfill(config: SourceConfig, piece: BackfillPlan) -> Iterator[pa.Reco
     prepare_worker_process()
     spec = config.stream(piece.stream)
     assert spec is not None, "a batch read's streams come from its own options"
-    proxy = KinesisProxy(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)
+    proxy = proxy_for(spec, agent="reader", max_attempts=FETCH_ATTEMPTS)
     position = piece.start
     for _chunk in range(MAX_BACKFILL_CHUNKS):  # every chunk is itself bounded in records and time
         limits = ShardLimits(

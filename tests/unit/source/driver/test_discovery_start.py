@@ -69,8 +69,8 @@ class Kinesis:
 def kinesis(monkeypatch):
     def install(listings: dict[str, list[ShardInfo]], retention_h: int = 24) -> Kinesis:
         fake = Kinesis(listings, retention_h)
-        monkeypatch.setattr(discovery, "KinesisProxy", fake)
-        monkeypatch.setattr(preflight, "KinesisProxy", fake)  # (the identities: also `.load()`'s check)
+        monkeypatch.setattr(discovery, "proxy_for", fake)
+        monkeypatch.setattr(preflight, "proxy_for", fake)  # (the identities: also `.load()`'s check)
         monkeypatch.setattr(discovery, "now_ms", lambda: NOW)
         return fake
 

@@ -41,7 +41,7 @@ class Shards:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, shards: dict[str, Stored], page: int = 1000) -> None:
         self.shards, self.page = shards, page
         self.made: list[tuple[str, str, int]] = []
-        monkeypatch.setattr(task, "KinesisProxy", self.make)
+        monkeypatch.setattr(task, "proxy_for", self.make)
 
     def make(self, spec: Any, *, agent: str, max_attempts: int) -> FakeProxy:
         self.made.append((spec.arn, agent, max_attempts))

@@ -51,7 +51,7 @@ def Reads(monkeypatch) -> ReadRecorder:
     def answer(context, start):
         return _cols(context.shard, 1), ShardEnd(start, Position.after("1"), records=1, bytes=1, at_tip=True)
 
-    monkeypatch.setattr(task, "KinesisProxy", lambda spec, **kw: FakeProxy(spec))
+    monkeypatch.setattr(task, "proxy_for", lambda spec, **kw: FakeProxy(spec))
     return ReadRecorder(monkeypatch, [task, drain], answer)
 
 
@@ -141,7 +141,7 @@ def test_a_batch_reads_chunks_are_each_told_the_options_and_the_shard(tmp_path, 
         return _cols(shard, 1), ShardEnd(position, reached, records=1, at_tip=len(calls) == len(ends))
 
     monkeypatch.setattr(task, "fetch_shard", fetch)
-    monkeypatch.setattr(task, "KinesisProxy", lambda spec, **kw: FakeProxy(spec))
+    monkeypatch.setattr(task, "proxy_for", lambda spec, **kw: FakeProxy(spec))
     piece = BackfillPlan(
         STREAM,
         SHARD,
@@ -168,7 +168,7 @@ def test_a_batch_reads_chunks_are_each_told_the_options_and_the_shard(tmp_path, 
 
 def test_a_batch_read_that_never_ends_stops_at_the_chunk_bound(tmp_path, monkeypatch):
     monkeypatch.setattr(task, "MAX_BACKFILL_CHUNKS", 2)
-    monkeypatch.setattr(task, "KinesisProxy", lambda spec, **kw: FakeProxy(spec))
+    monkeypatch.setattr(task, "proxy_for", lambda spec, **kw: FakeProxy(spec))
     monkeypatch.setattr(
         task,
         "fetch_shard",
@@ -211,7 +211,7 @@ def test_a_shards_rows_reach_spark_as_the_batches_they_were_read_in(tmp_path, mo
         cols.append(b"alone", "k", "9", 0, 2.0)
         return cols, ShardEnd(start, Position.after("9"), records=6, bytes=6, at_tip=True)
 
-    monkeypatch.setattr(task, "KinesisProxy", lambda spec, **kw: FakeProxy(spec))
+    monkeypatch.setattr(task, "proxy_for", lambda spec, **kw: FakeProxy(spec))
     ReadRecorder(monkeypatch, [task, drain], answer)
     got = list(task.read_task(_config(tmp_path), TaskPlan("tok", 9, 2, (_piece(),), None)))
     assert [b.num_rows for b in got] == [2, 3, 1]
