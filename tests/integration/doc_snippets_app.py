@@ -71,6 +71,8 @@ def main() -> None:
             "AWS_ENDPOINT_URL_CLOUDWATCH": s3.endpoint,  # (the lag listener's metrics: moto's server too)
             "AWS_ENDPOINT_URL_GLUE": s3.endpoint,  # (the Glue Schema Registry's snippets: moto's too)
             "AWS_ENDPOINT_URL_STS": s3.endpoint,  # (other accounts' streams, through an assumed role)
+            "AWS_ENDPOINT_URL_DYNAMODB": s3.endpoint,  # (a table's stream: moto's DynamoDB Streams)
+            "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": s3.endpoint,
             "PYSPARK_PYTHON": sys.executable,
         }
         import boto3

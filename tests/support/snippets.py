@@ -107,5 +107,13 @@ SETUPS[("docs/sink.md", "streams = [")] = (
     "('b', 'k2', 'arn:aws:kinesis:eu-west-1:000000000000:stream/orders')], "
     "'data string, partitionKey string, target string')\n"
 )
+# A table's stream: the table is made in moto's DynamoDB (AWS_ENDPOINT_URL_DYNAMODB, doc_snippets_app.py).
+SETUPS[("docs/dynamodb.md", "changes = (")] = (
+    "import boto3\n"
+    "boto3.client('dynamodb').create_table(TableName='orders', "
+    "KeySchema=[{'AttributeName': 'id', 'KeyType': 'HASH'}], "
+    "AttributeDefinitions=[{'AttributeName': 'id', 'AttributeType': 'S'}], BillingMode='PAY_PER_REQUEST', "
+    "StreamSpecification={'StreamEnabled': True, 'StreamViewType': 'NEW_AND_OLD_IMAGES'})\n"
+)
 # Blocks that cannot run here, and why (and what does test that path): none now.
 LEFT_OUT: dict[tuple[str, str], str] = {}

@@ -20,6 +20,7 @@ and the source's planner, lineage rule and read loop serve both. What differs st
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 import orjson
@@ -38,6 +39,8 @@ DESCRIBE_LIMIT = 100  # shards per DescribeStream call, the service's most
 MAX_PAGES = 10_000  # bounded: 1,000,000 shards, past any table's partitions
 RETENTION_MS = 24 * 3_600_000  # a stream keeps records 24 hours, not configurable
 HASH_SPACE_END = 2**128 - 1
+EMPTY_AT_TIP = 3  # empty pages in a row that a read takes for the shard's tip (see `get_records`)
+MAX_CHAINS = 10_000  # iterators whose empty pages are counted at once, at most
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"  # userIdentity of a delete by Time to Live
 IAM_ACTIONS = "dynamodb:ListStreams, dynamodb:DescribeStream, dynamodb:GetShardIterator, dynamodb:GetRecords"
 
@@ -131,6 +134,7 @@ class StreamsProxy:
     def __init__(self, spec: StreamSpec, *, agent: str, max_attempts: int | None = None) -> None:
         self.spec, self.agent, self._max_attempts = spec, agent, max_attempts
         self._client: Any = None
+        self._empties: dict[str, int] = {}  # next iterator -> empty pages in a row before it (`get_records`)
         self._arn = spec.arn if spec.arn else (spec.name if is_stream_arn(spec.name) else None)
 
     @property
@@ -228,16 +232,32 @@ class StreamsProxy:
         return str(response["ShardIterator"])
 
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
-        """{"Records": Records, "NextShardIterator": str | None}: None once a closed shard is read to its
-        end. Failures raise as botocore raised them (the read loop tells expiry, trimming and throttling
-        apart by their codes)."""
+        """{"Records": Records, "NextShardIterator": str | None, "MillisBehindLatest": int}: no next
+        iterator once a closed shard is read to its end. Failures raise as botocore raised them (the
+        read loop tells expiry, trimming and throttling apart by their codes).
+
+        DynamoDB Streams says nothing of how far behind a read is, and answers empty pages in the middle
+        of a shard too: a page with records is as far behind as its last change is old; an empty page
+        says "unknown" (-1: the read goes on) until it is the EMPTY_AT_TIP-th in a row of its read, which
+        says "at the tip" (0)."""
         response = self.client.get_records(ShardIterator=iterator, Limit=limit)
         changes = [change(r) for r in response.get("Records", [])]
+        following = response.get("NextShardIterator")
+        empties = 0 if changes else self._empties.pop(iterator, 0) + 1
+        if following and 0 < empties < EMPTY_AT_TIP:
+            if len(self._empties) >= MAX_CHAINS:  # (reads that ended mid-chain leave entries behind)
+                self._empties.clear()
+            self._empties[following] = empties
+        if changes:
+            behind = max(0, int(time.time() * 1000) - int(changes[-1][2] * 1000))
+        else:
+            behind = 0 if empties >= EMPTY_AT_TIP else -1
         seqs = [c[0] for c in changes]
         return {
             # (no partition key: a change's keys are in its payload)
             "Records": Records.from_lists(
                 seqs, [None] * len(seqs), [c[1] for c in changes], [c[2] for c in changes]
             ),
-            "NextShardIterator": response.get("NextShardIterator"),
+            "NextShardIterator": following,
+            "MillisBehindLatest": behind,
         }

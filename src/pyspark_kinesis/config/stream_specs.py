@@ -27,6 +27,10 @@ from .start_positions import ENDING, ShardStarts, StreamStart, match_streams, pa
 
 _ARN = re.compile(r"^arn:(aws[a-z-]*):kinesis:([a-z0-9-]+):(\d{12}):stream/([A-Za-z0-9_.-]{1,128})$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_TABLE_ARN = re.compile(
+    r"^arn:aws[a-z-]*:dynamodb:([a-z0-9-]+):(\d{12}):table/([A-Za-z0-9_.-]{3,255})/stream/\S+$"
+)
+_TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _CONSUMER_ARN = re.compile(
     r"^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/([A-Za-z0-9_.-]{1,128})/consumer/[A-Za-z0-9_.-]{1,128}:\d+$"
 )
@@ -156,11 +160,12 @@ def _spec(
     opts: Mapping[str, str],
     entry: Mapping[str, str],
     default_start: Position,
+    service: str = KINESIS,
 ) -> StreamSpec:
     """One stream from its name or ARN, the top-level options and the entry's overrides."""
     target = target.strip()
-    parsed = parse_arn(option, target)
     merged = dict(opts) | dict(entry)
+    parsed = _table_target(option, target) if service == DYNAMODB else parse_arn(option, target)
     if parsed is not None:
         arn_region, _account, name = parsed
         # A streams entry's ARN is checked against the entry's own region only: the top-level region
@@ -170,7 +175,7 @@ def _spec(
         region_option = f"{option.split('.')[0]}.region" if "streams[" in option else "region"
         check_arn_region(region_option, region, arn_region, target)
         merged["region"] = arn_region
-    elif _NAME.match(target):
+    elif service == DYNAMODB or _NAME.match(target):
         name = target
     else:
         raise OptionError(
@@ -192,7 +197,24 @@ def _spec(
         by_arn=parsed is not None,
         consumer_name=consumer_name,
         consumer_arn=consumer_arn,
+        service=service,
     )
+
+
+def _table_target(option: str, target: str) -> tuple[str, str, str] | None:
+    """(region, account, table) of a DynamoDB stream ARN, None for a table's name; anything else is an
+    error naming the option (service=dynamodb)."""
+    match = _TABLE_ARN.match(target)
+    if match is not None:
+        return match.group(1), match.group(2), match.group(3)
+    if target.startswith("arn:") or not _TABLE.match(target):
+        raise OptionError(
+            option,
+            f"'{target}' is neither a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -) nor a table's stream ARN",
+            "Give a table name like orders, or a stream ARN like "
+            "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000.",
+        )
+    return None
 
 
 def _consumer(
@@ -286,7 +308,10 @@ def _entry_options(index: int, item: Any) -> tuple[str, dict[str, str]]:
 
 
 def parse_streams(
-    opts: Mapping[str, str], default_start: Position, per_stream: Mapping[str, Any] | None = None
+    opts: Mapping[str, str],
+    default_start: Position,
+    per_stream: Mapping[str, Any] | None = None,
+    service: str = KINESIS,
 ) -> tuple[StreamSpec, ...]:
     """The streams a source reads, from `streamName` or `streams`. Streams named twice are an error.
     `per_stream`: the streams' own starting positions from a startingPosition map, by the key the user
@@ -312,11 +337,11 @@ def parse_streams(
             raise OptionError(
                 "streamName", f"'{names}' has an empty name", "Separate stream names with single commas."
             )
-        specs = [_spec("streamName", t, opts, {}, default_start) for t in targets]
+        specs = [_spec("streamName", t, opts, {}, default_start, service) for t in targets]
     else:
         for index, item in enumerate(_entries(raw)):
             target, entry = _entry_options(index, item)
-            specs.append(_spec(f"streams[{index}].streamName", target, opts, entry, default_start))
+            specs.append(_spec(f"streams[{index}].streamName", target, opts, entry, default_start, service))
     seen: set[tuple[str, str | None, str | None, str]] = set()
     for spec in specs:
         identity = (spec.aws.region, spec.aws.endpoint_url, spec.aws.role_arn, spec.arn or spec.name)

@@ -17,11 +17,12 @@ from ..config.aws_settings import AWS_OPTIONS
 from ..config.declared import BOOL, INT, Option, by_key, parse_declared
 from ..config.option_values import fold
 from ..config.start_positions import parse_source_start
-from ..config.stream_specs import StreamSpec, parse_streams, with_ends
+from ..config.stream_specs import DYNAMODB, StreamSpec, parse_streams, with_ends
 from ..config.value_format import ValueFormat
 from ..errors import OptionError
 from ..formats import parse_value_format, value_options
 from ..model import Position, StreamIdentity
+from .dynamodb_options import for_dynamodb
 from .schema import KINESIS_COLUMNS
 
 # Every source option, declared once (see `config.declared`): docs/options.md's table is generated
@@ -31,6 +32,13 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "streamName",
         "Stream to read: a name or ARN, or a comma-separated list of them.",
         shown="(required, or streams)",
+    ),
+    Option(
+        "service",
+        "kinesis (Kinesis data streams) | dynamodb (DynamoDB tables' streams: streamName/streams name tables or "
+        "their stream ARNs, and the rows are the change columns: docs/dynamodb.md).",
+        default="kinesis",
+        choices=("kinesis", "dynamodb"),
     ),
     Option(
         "streams",
@@ -259,8 +267,11 @@ def parse_options(options: Mapping[str, str], *, streaming: bool) -> SourceConfi
     """Validate user options. `streaming` decides whether metadataPath is required."""
     opts = fold(options, known_options(), "source")
     fallback = Position.latest() if streaming else Position.trim_horizon()
+    service = _DECLARED["service"].parse(opts)
+    if service == DYNAMODB:
+        opts = for_dynamodb(opts)
     starting, per_stream = parse_source_start(opts.get("startingPosition") or "LATEST", fallback)
-    streams = parse_streams(opts, starting, per_stream)
+    streams = parse_streams(opts, starting, per_stream, service)
     ending, per_stream_ends = parse_source_start(
         opts.get("endingPosition") or "LATEST", Position.latest(), option="endingPosition"
     )

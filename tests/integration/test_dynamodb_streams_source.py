@@ -1,0 +1,89 @@
+"""A DynamoDB table's stream read by the source (`service=dynamodb`) against moto's DynamoDB Streams and a
+real SparkSession: a table's changes come out once each, in order, as change columns, across a
+restart. moto has one shard per table that never closes and never ends an iterator: the reads must
+end at its tip all the same (three empty pages in a row, see aws/dynamodb_streams.py)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.integration.streaming_util import Collector, run_available_now
+from tests.integration.test_dynamodb_streams_api import dynamodb, table
+
+pytestmark = [pytest.mark.spark]
+
+
+def read_table(spark, endpoint: str, name: str, meta: str, **options):
+    r = (
+        spark.readStream.format("kinesis")
+        .option("service", "dynamodb")
+        .option("streamName", name)
+        .option("region", "us-east-1")
+        .option("endpointUrl", endpoint)
+        .option("metadataPath", meta)
+        .option("startingPosition", "TRIM_HORIZON")
+    )
+    for key, value in options.items():
+        r = r.option(key, str(value))
+    return r.load()
+
+
+def test_a_tables_changes_are_read_once_each_in_order_across_a_restart(spark, local_sts, tmp_path):
+    endpoint, name = local_sts.endpoint, f"orders-{uuid.uuid4().hex[:8]}"
+    table(endpoint, name)
+    client = dynamodb(endpoint)
+    for n in range(4):
+        client.put_item(TableName=name, Item={"id": {"S": f"o-{n}"}, "total": {"N": f"{n}.50"}})
+    df = read_table(spark, endpoint, name, str(tmp_path / "meta"))
+    assert df.columns == [
+        "shardId",
+        "sequenceNumber",
+        "approximateArrivalTimestamp",
+        "streamArn",
+        "tableName",
+        "eventName",
+        "keys",
+        "newImage",
+        "oldImage",
+        "timeToLive",
+        "sizeBytes",
+        "eventId",
+        "valueError",
+    ]
+    sink = Collector()
+    run_available_now(spark, df, str(tmp_path / "cp"), sink, timeout_s=120)
+    assert [(r.eventName, r.keys) for r in sink.rows] == [("INSERT", f'{{"id":"o-{n}"}}') for n in range(4)]
+
+    client.update_item(
+        TableName=name,
+        Key={"id": {"S": "o-1"}},
+        UpdateExpression="SET #t = :t",
+        ExpressionAttributeNames={"#t": "total"},
+        ExpressionAttributeValues={":t": {"N": "12345678901234567890.25"}},
+    )
+    client.delete_item(TableName=name, Key={"id": {"S": "o-2"}})
+    run_available_now(spark, df, str(tmp_path / "cp"), sink, timeout_s=120)
+    rows = sink.rows
+    assert [(r.eventName, r.keys) for r in rows] == [
+        *[("INSERT", f'{{"id":"o-{n}"}}') for n in range(4)],
+        ("MODIFY", '{"id":"o-1"}'),
+        ("REMOVE", '{"id":"o-2"}'),
+    ]
+    assert len({r.sequenceNumber for r in rows}) == 6  # each change once
+    modify, remove = rows[4], rows[5]
+    assert json.loads(modify.oldImage) == {"id": "o-1", "total": 1.5}
+    assert modify.newImage == '{"id":"o-1","total":12345678901234567890.25}'  # every digit
+    assert remove.newImage is None and remove.oldImage == '{"id":"o-2","total":2.50}'
+    assert {r.tableName for r in rows} == {name} and {r.valueError for r in rows} == {None}
+
+
+def test_a_table_option_that_cannot_apply_is_named_at_load(spark, local_sts, tmp_path):
+    endpoint, name = local_sts.endpoint, f"orders-{uuid.uuid4().hex[:8]}"
+    table(endpoint, name)
+    with pytest.raises(Exception, match="DynamoDB Streams has no enhanced fan-out"):
+        read_table(spark, endpoint, name, str(tmp_path / "meta"), consumerType="efo")
+    with pytest.raises(Exception, match="neither a DynamoDB table name"):
+        read_table(spark, endpoint, "arn:aws:kinesis:us-east-1:123456789012:stream/x", str(tmp_path / "m2"))
