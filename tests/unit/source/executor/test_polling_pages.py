@@ -100,6 +100,9 @@ def response(seqs=(), *, next_iterator: str | None = "next", behind: int | None 
             client_error("InvalidArgumentException", "StartingSequenceNumber 1 used in GetShardIterator"),
             FaultKind.GONE,
         ),
+        # (DynamoDB Streams: a position whose record aged out, and its throttling)
+        (client_error("TrimmedDataAccessException", "records trimmed"), FaultKind.GONE),
+        (client_error("LimitExceededException"), FaultKind.RETRY),
         (client_error("ProvisionedThroughputExceededException"), FaultKind.RETRY),
         (client_error("SomethingNew", status=503), FaultKind.RETRY),
         (EndpointConnectionError(endpoint_url="http://127.0.0.1:9"), FaultKind.RETRY),
