@@ -87,3 +87,22 @@ def test_a_table_option_that_cannot_apply_is_named_at_load(spark, local_sts, tmp
         read_table(spark, endpoint, name, str(tmp_path / "meta"), consumerType="efo")
     with pytest.raises(Exception, match="neither a DynamoDB table name"):
         read_table(spark, endpoint, "arn:aws:kinesis:us-east-1:123456789012:stream/x", str(tmp_path / "m2"))
+
+
+def test_a_batch_read_of_a_tables_stream_returns_its_changes_once(spark, local_sts, tmp_path):
+    endpoint, name = local_sts.endpoint, f"orders-{uuid.uuid4().hex[:8]}"
+    table(endpoint, name)
+    client = dynamodb(endpoint)
+    for n in range(3):
+        client.put_item(TableName=name, Item={"id": {"S": f"o-{n}"}})
+    rows = (
+        spark.read.format("kinesis")
+        .option("service", "dynamodb")
+        .option("streamName", name)
+        .option("region", "us-east-1")
+        .option("endpointUrl", endpoint)
+        .load()
+        .collect()
+    )
+    assert sorted(r.keys for r in rows) == [f'{{"id":"o-{n}"}}' for n in range(3)]
+    assert {r.eventName for r in rows} == {"INSERT"}
