@@ -82,7 +82,7 @@ class StreamSpec:
     consumer_arn: str | None = None
     # The service the stream is read through: KINESIS, or DYNAMODB (a table's stream: `name` is the
     # table's name or the stream's ARN; aws.services.proxy_for).
-    service: str = "kinesis"
+    service: str = KINESIS
 
     @property
     def resolved_arn(self) -> str:

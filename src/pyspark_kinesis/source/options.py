@@ -17,7 +17,7 @@ from ..config.aws_settings import AWS_OPTIONS
 from ..config.declared import BOOL, INT, Option, by_key, parse_declared
 from ..config.option_values import fold
 from ..config.start_positions import parse_source_start
-from ..config.stream_specs import DYNAMODB, StreamSpec, parse_streams, with_ends
+from ..config.stream_specs import DYNAMODB, KINESIS, StreamSpec, parse_streams, with_ends
 from ..config.value_format import ValueFormat
 from ..errors import OptionError
 from ..formats import parse_value_format, value_options
@@ -36,9 +36,9 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
     Option(
         "service",
         "kinesis (Kinesis data streams) | dynamodb (DynamoDB tables' streams: streamName/streams name tables or "
-        "their stream ARNs, and the rows are the change columns: docs/dynamodb.md).",
-        default="kinesis",
-        choices=("kinesis", "dynamodb"),
+        "their stream ARNs, and the rows are a change's columns: tableName, eventName, keys, newImage, oldImage...).",
+        default=KINESIS,
+        choices=(KINESIS, DYNAMODB),
     ),
     Option(
         "streams",
