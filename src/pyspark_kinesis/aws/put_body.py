@@ -1,13 +1,13 @@
 """PutRecords requests encoded, and their answers decoded, by the connector instead of botocore.
 
-Why: for one 500-record call of 1 KB records botocore spends about 4 ms validating the parameters
-(a walk over every record's members), 10 ms serializing them (its generic JSON serializer, a shape
-lookup and a standard-library base64 per record) and 4 ms parsing the answer (a shape walk per
-record's result): the sink's CPU per MB was below a plain boto3 loop's, which pays the same
-(docs/performance.md, section 11). The sink builds every record itself and checks what Kinesis would
-refuse before a call (`sink.producing.invalid_reason`), so none of that generic work tells it
-anything: the records are encoded with orjson and pybase64 (under 1 ms) and the answer read with
-orjson (about 0.1 ms), into exactly what botocore would have made of them.
+Why: for one 500-record call of 1 KB records botocore spends about 4 ms validating the parameters (a
+walk over every record's members), 10 ms serializing them (its generic JSON serializer, a shape lookup
+and a standard-library base64 per record) and 4 ms parsing the answer (a shape walk per record's
+result): the sink's CPU per MB was below a plain boto3 loop's, which pays the same (docs/performance.md,
+"The sink's CPU per MB written"). The sink builds every record itself and checks what Kinesis would
+refuse before a call (`sink.producing.invalid_reason`), so none of that generic work tells it anything:
+the records are encoded with orjson and pybase64 (under 1 ms) and the answer read with orjson (about 0.1
+ms), into exactly what botocore would have made of them.
 
 Only the sink's client gets it (`client.kinesis_client(..., agent="sink")`), built with
 `parameter_validation=False`: botocore's serializer is then the client's `_serializer` itself, which
