@@ -1,0 +1,256 @@
+"""A model of DynamoDB Streams, and the botocore client the connector's `StreamsProxy` calls it by.
+
+What it keeps (../shared/notes/anchors.md, 2026-11-28): a table's stream of shards, each with its
+parent and records (sequence numbers that grow with gaps); the service's own shard changes, which
+close a shard and open one child (a rollover) or two (a partition split), a child possibly listed
+only minutes after its parent closed (a late child: the changes written meanwhile are in it already);
+records readable for 24 hours (a position older than that: TrimmedDataAccessException); iterators
+that expire after 15 minutes; DescribeStream pages (`ExclusiveStartShardId`, small here so that every
+listing pages) and its ShardFilter for a closed shard's children; GetRecords of at most 1,000
+records, empty pages in the middle of a shard (never three in a row: the connector takes three for
+the tip, see aws/dynamodb_streams.py), and no next iterator at a closed shard's end.
+
+An item's changes go to the open shard whose part of the key space holds the item's key: the
+service does not say how it places items, and a model only needs each item's changes to stay in one
+lineage, in order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .clock import SimClock, chance
+
+SEQ_BASE = 100_000_000_000_000_000_000  # sequence numbers as long as the service's
+RETENTION_MS = 24 * 3_600_000
+ITERATOR_LIFE_MS = 15 * 60_000
+DESCRIBE_PAGE = 3  # shards per DescribeStream page (small, so every listing pages)
+SPACE = 2**32
+
+
+def error(code: str, message: str = "", operation: str = "") -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}, operation
+    )
+
+
+def key_hash(key: str) -> int:
+    return int.from_bytes(hashlib.md5(key.encode()).digest()[:4], "big")
+
+
+@dataclass
+class Change:
+    seq: int
+    at_ms: int
+    key: str
+    name: str  # INSERT | MODIFY | REMOVE
+    version: int  # the item's version after the change (what the oracle orders by)
+
+
+@dataclass
+class DShard:
+    sid: str
+    parent: str | None
+    low: int
+    high: int  # the part of the key space it holds: [low, high)
+    start_seq: int
+    listed_from_ms: int  # a late child is listed only from then on
+    records: list[Change] = field(default_factory=list)
+    end_seq: int | None = None  # closed: its EndingSequenceNumber
+
+
+class DynamoStreamModel:
+    """One table's stream; `put`, `rollover`, `split` are the schedule's; the client is the connector's."""
+
+    def __init__(self, clock: SimClock, seed: int, table: str = "orders") -> None:
+        self.clock, self.seed, self.table = clock, seed, table
+        self.label = dt.datetime.fromtimestamp(clock.now_ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000")
+        self.arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/{self.label}"
+        self.created_ms = clock.now_ms
+        self.shards: dict[str, DShard] = {}
+        self.next_seq = SEQ_BASE
+        self.versions: dict[str, int] = {}
+        self.calls = 0
+        self._iterators: dict[
+            str, tuple[str, int, int]
+        ] = {}  # token -> (shard, index of next record, issued)
+        self._add(None, 0, SPACE, 0)
+
+    # -- the service's own changes and the table's writes --------------------------------------------
+    def _add(self, parent: str | None, low: int, high: int, late_ms: int) -> DShard:
+        sid = f"shardId-{self.clock.now_ms:013d}-{len(self.shards):08x}"
+        shard = DShard(sid, parent, low, high, self._seq(), self.clock.now_ms + late_ms)
+        self.shards[sid] = shard
+        return shard
+
+    def _seq(self) -> int:
+        self.next_seq += 1 + int(chance(self.seed, "gap", self.next_seq) * 3)
+        return self.next_seq
+
+    def open_shards(self) -> list[DShard]:
+        return [s for s in self.shards.values() if s.end_seq is None]
+
+    def _close(self, shard: DShard) -> None:
+        shard.end_seq = shard.records[-1].seq if shard.records else shard.start_seq
+
+    def rollover(self, sid: str, late_ms: int = 0) -> None:
+        shard = self.shards[sid]
+        self._close(shard)
+        self._add(sid, shard.low, shard.high, late_ms)
+
+    def split(self, sid: str, late_ms: int = 0) -> None:
+        shard = self.shards[sid]
+        self._close(shard)
+        middle = (shard.low + shard.high) // 2
+        self._add(sid, shard.low, middle, 0)
+        self._add(sid, middle, shard.high, late_ms)  # (one child may be listed late)
+
+    def put(self, key: str) -> Change:
+        """A change of item `key` (INSERT first, then MODIFY, a REMOVE now and then)."""
+        version = self.versions.get(key, 0) + 1
+        self.versions[key] = version
+        name = (
+            "INSERT"
+            if version == 1
+            else "REMOVE"
+            if chance(self.seed, "remove", key, version) < 0.1
+            else "MODIFY"
+        )
+        if name == "REMOVE":
+            self.versions[key] = 0
+        where = key_hash(key)
+        shard = next(s for s in self.open_shards() if s.low <= where < s.high)
+        change = Change(self._seq(), self.clock.now_ms, key, name, version)
+        shard.records.append(change)
+        return change
+
+    # -- what a reader sees --------------------------------------------------------------------------
+    def _trim_index(self, shard: DShard) -> int:
+        horizon = self.clock.now_ms - RETENTION_MS
+        return next((i for i, r in enumerate(shard.records) if r.at_ms > horizon), len(shard.records))
+
+    def listed(self) -> list[DShard]:
+        """What DescribeStream lists now: shards past their listing time, less the closed ones whose
+        records all aged out 24 hours ago."""
+        now = self.clock.now_ms
+        return [
+            s
+            for s in self.shards.values()
+            if s.listed_from_ms <= now
+            and not (s.end_seq is not None and s.records and s.records[-1].at_ms < now - RETENTION_MS)
+        ]
+
+    def client(self) -> SimStreamsClient:
+        return SimStreamsClient(self)
+
+
+class SimStreamsClient:
+    """The calls `aws.dynamodb_streams.StreamsProxy` makes, answered from the model as botocore would."""
+
+    def __init__(self, model: DynamoStreamModel) -> None:
+        self.model = model
+
+    def list_streams(self, **kwargs: Any) -> dict[str, Any]:
+        m = self.model
+        return {"Streams": [{"StreamArn": m.arn, "TableName": m.table, "StreamLabel": m.label}]}
+
+    def describe_stream(self, **kwargs: Any) -> dict[str, Any]:
+        m = self.model
+        m.calls += 1
+        if kwargs.get("StreamArn") != m.arn:
+            raise error("ResourceNotFoundException", "Requested resource not found", "DescribeStream")
+        shards = sorted(m.listed(), key=lambda s: s.sid)
+        wanted = kwargs.get("ShardFilter")
+        if wanted:
+            shards = [s for s in shards if s.parent == wanted["ShardId"]]
+        start = kwargs.get("ExclusiveStartShardId")
+        if start is not None:
+            shards = [s for s in shards if s.sid > start]
+        page = shards[: min(kwargs.get("Limit", 100), DESCRIBE_PAGE)]
+        out: dict[str, Any] = {
+            "StreamArn": m.arn,
+            "StreamStatus": "ENABLED",
+            "CreationRequestDateTime": dt.datetime.fromtimestamp(m.created_ms / 1000, dt.UTC),
+            "Shards": [_shard_json(s) for s in page],
+        }
+        if len(page) < len(shards):
+            out["LastEvaluatedShardId"] = page[-1].sid
+        return {"StreamDescription": out}
+
+    def get_shard_iterator(self, **kwargs: Any) -> dict[str, Any]:
+        m = self.model
+        m.calls += 1
+        shard = m.shards.get(kwargs["ShardId"])
+        if shard is None or shard not in m.listed():
+            raise error(
+                "ResourceNotFoundException", "Requested resource not found: Shard", "GetShardIterator"
+            )
+        kind, trim = kwargs["ShardIteratorType"], m._trim_index(shard)
+        seqs = [r.seq for r in shard.records]
+        if kind == "TRIM_HORIZON":
+            index = trim
+        elif kind == "LATEST":
+            index = len(seqs)
+        else:
+            at = int(kwargs["SequenceNumber"])
+            index = next((i for i, s in enumerate(seqs) if s >= at), len(seqs))
+            if kind == "AFTER_SEQUENCE_NUMBER" and index < len(seqs) and seqs[index] == at:
+                index += 1
+            if index < trim or (index == trim and trim > 0 and at <= seqs[trim - 1]):
+                raise error("TrimmedDataAccessException", "records trimmed", "GetShardIterator")
+        return {"ShardIterator": self._issue(shard.sid, index)}
+
+    def _issue(self, sid: str, index: int) -> str:
+        token = f"it-{len(self.model._iterators)}"
+        self.model._iterators[token] = (sid, index, self.model.clock.now_ms)
+        return token
+
+    def get_records(self, ShardIterator: str, Limit: int = 1000) -> dict[str, Any]:
+        m = self.model
+        m.calls += 1
+        known = m._iterators.get(ShardIterator)
+        if known is None or m.clock.now_ms - known[2] > ITERATOR_LIFE_MS:
+            raise error("ExpiredIteratorException", "Iterator expired", "GetRecords")
+        sid, index, _issued = known
+        shard = m.shards[sid]
+        if index < m._trim_index(shard):
+            raise error("TrimmedDataAccessException", "records trimmed", "GetRecords")
+        empty_streak = int(ShardIterator.rsplit("~", 1)[1]) if "~" in ShardIterator else 0
+        mid_empty = empty_streak < 2 and chance(m.seed, "empty", sid, index, m.calls) < 0.15
+        taken = [] if mid_empty else shard.records[index : index + min(Limit, 1000)]
+        following: str | None = self._issue(sid, index + len(taken))
+        if mid_empty and index < len(shard.records):
+            following = f"{following}~{empty_streak + 1}"
+            m._iterators[following] = m._iterators.pop(following.rsplit("~", 1)[0])
+        if shard.end_seq is not None and index + len(taken) >= len(shard.records) and not mid_empty:
+            following = None  # a closed shard read to its end
+        return {"Records": [_record(m.table, r) for r in taken], "NextShardIterator": following}
+
+
+def _shard_json(shard: DShard) -> dict[str, Any]:
+    seqs = {"StartingSequenceNumber": str(shard.start_seq)}
+    if shard.end_seq is not None:
+        seqs["EndingSequenceNumber"] = str(shard.end_seq)
+    out: dict[str, Any] = {"ShardId": shard.sid, "SequenceNumberRange": seqs}
+    if shard.parent is not None:
+        out["ParentShardId"] = shard.parent
+    return out
+
+
+def _record(table: str, change: Change) -> dict[str, Any]:
+    keys = {"id": {"S": change.key}}
+    body: dict[str, Any] = {
+        "ApproximateCreationDateTime": dt.datetime.fromtimestamp(change.at_ms / 1000, dt.UTC),
+        "Keys": keys,
+        "SequenceNumber": str(change.seq),
+        "SizeBytes": 20,
+        "StreamViewType": "NEW_IMAGE",
+    }
+    if change.name != "REMOVE":
+        body["NewImage"] = {**keys, "version": {"N": str(change.version)}}
+    return {"eventID": f"{change.key}#{change.seq}", "eventName": change.name, "dynamodb": body}

@@ -1,0 +1,190 @@
+"""A week of a DynamoDB table's stream read by the source (`service=dynamodb`), on the simulated clock:
+the connector's real stream reader, planner, batch-end records and reads against the DynamoDB Streams
+model (tests/sim/dynamodb.py), with Spark's micro-batch protocol reduced to its offset and commit logs.
+
+The service changes the shards itself: rollovers (one child) every few hours, partition splits (two
+children), children listed minutes after their parent closed, and the query is stopped and started
+again between a parent and its child, with a batch logged and not committed. Every change must come
+out exactly once (a replayed batch replaces itself), and each item's changes in the order they were
+made (parents read before children)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import pickle
+import random
+
+import pytest
+
+from pyspark_kinesis import spark_features
+from pyspark_kinesis.aws import client as aws_client
+from pyspark_kinesis.aws import dynamodb_streams, gc_freeze
+from pyspark_kinesis.aws.services import proxy_for
+from pyspark_kinesis.source import readers
+from pyspark_kinesis.source.driver.planner import Planner
+from pyspark_kinesis.source.executor import iterator_cache, pacing  # noqa: F401 (on the simulated clock)
+from pyspark_kinesis.source.executor import task as task_module
+from pyspark_kinesis.source.executor.modes import polling  # noqa: F401 (on the simulated clock)
+from pyspark_kinesis.source.options import parse_options
+from pyspark_kinesis.source.state import batch_log as batch_log_module
+from pyspark_kinesis.source.state import store as store_module
+from pyspark_kinesis.source.state.batch_log import BatchEndLog
+
+from .clock import SimClock, chance, patch_process
+from .dynamodb import DynamoStreamModel
+from .store import SimStore
+
+METADATA = "sim://metadata"
+HOUR_MS, MINUTE_MS = 3_600_000, 60_000
+KEYS = [f"item-{n}" for n in range(40)]
+
+
+class Query:
+    """Spark's side, reduced: the offset log, the commit log, a restart that runs the last logged batch
+    again when it was not committed, a replayed batch's rows replacing its first attempt's."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.offsets: dict[int, str] = {}
+        self.commits: set[int] = set()
+        self.rows: dict[int, list[tuple[str, int]]] = {}
+        self.reader = None
+
+    def start(self) -> None:
+        reader = readers.stream_reader(lambda: parse_options(self.options, streaming=True))
+        assert isinstance(reader, readers.KinesisStreamReader), getattr(reader, "error", reader)
+        reader._planner = Planner(
+            reader.config, BatchEndLog.open(METADATA), functools.partial(proxy_for, agent="planner")
+        )
+        self.reader = reader
+        if self.offsets:
+            last = max(self.offsets)
+            if not spark_features.ADMISSION_CONTROL:
+                reader.partitions(json.loads(self.offsets[last]), json.loads(self.offsets[last]))
+            if last not in self.commits:
+                self._run(last)
+                self.commits.add(last)
+
+    def _start_of(self, batch: int) -> str:
+        return self.offsets[batch - 1] if batch else json.dumps(self.reader.initialOffset())
+
+    def trigger(self, commit: bool = True) -> bool:
+        batch = max(self.offsets) + 1 if self.offsets else 0
+        start = self._start_of(batch)
+        if spark_features.ADMISSION_CONTROL:
+            end = self.reader.latestOffset(json.loads(start), self.reader.getDefaultReadLimit())
+        else:
+            end = self.reader.latestOffset()
+        if json.loads(json.dumps(end)) == json.loads(start):
+            return False
+        self.offsets[batch] = json.dumps(end)
+        if batch > 0:
+            self.reader.commit(json.loads(self.offsets[batch - 1]))
+        self._run(batch)
+        if commit:
+            self.commits.add(batch)
+        return True
+
+    def _run(self, batch: int) -> None:
+        parts = self.reader.partitions(json.loads(self._start_of(batch)), json.loads(self.offsets[batch]))
+        rows = []
+        for part in parts:
+            reader, partition = pickle.loads(pickle.dumps((self.reader, part)))  # (as Spark ships them)
+            for record_batch in reader.read(partition):
+                for name, new, keys in zip(
+                    record_batch.column("eventName").to_pylist(),
+                    record_batch.column("newImage").to_pylist(),
+                    record_batch.column("keys").to_pylist(),
+                    strict=True,
+                ):
+                    version = json.loads(new)["version"] if new else 0
+                    rows.append((json.loads(keys)["id"], int(version) if name != "REMOVE" else -1))
+        self.rows[batch] = rows  # (a replay replaces its first attempt)
+
+
+@pytest.fixture
+def world(monkeypatch):
+    seed = 7
+    clock = SimClock()
+    model = DynamoStreamModel(clock, seed)
+    store = SimStore()
+    patch_process(monkeypatch, clock, random.Random(seed))
+    monkeypatch.setattr(dynamodb_streams, "dynamodb_streams_client", lambda settings, **kw: model.client())
+    monkeypatch.setattr(store_module, "open_store", lambda location, options=None: store)
+    monkeypatch.setattr(batch_log_module, "open_store", lambda location, options=None: store)
+    monkeypatch.setattr(gc_freeze, "FREEZING", False)
+    monkeypatch.setattr(task_module, "prepare_worker_process", lambda: None)
+    monkeypatch.setattr(aws_client, "freeze_long_lived", lambda: None)
+    quiet = logging.getLogger("pyspark_kinesis")
+    monkeypatch.setattr(quiet, "propagate", False)
+    monkeypatch.setattr(quiet, "handlers", [logging.NullHandler()])
+    return clock, model, seed
+
+
+def test_a_week_of_rollovers_splits_and_late_children_is_read_once_in_item_order(world):
+    clock, model, seed = world
+    options = {
+        "service": "dynamodb",
+        "streamName": "orders",
+        "region": "us-east-1",
+        "endpointUrl": "http://127.0.0.1:9",
+        "metadataPath": METADATA,
+        "startingPosition": "TRIM_HORIZON",
+        "shardDiscoveryIntervalMs": "30000",
+        "maxFetchTimeMs": "2000",
+        "idlePollIntervalMs": "500",
+    }
+    query = Query(options)
+    query.start()
+    made: list[tuple[str, int]] = []
+    stopped_until = None
+    changes = {"rollovers": 0, "splits": 0, "late": 0, "restarts": 0}
+    for step in range(7 * 24 * 12):  # a week in 5-minute steps, each a trigger (bounded)
+        clock.advance_ms(5 * MINUTE_MS)
+        for n in range(int(chance(seed, "puts", step) * 6)):
+            change = model.put(KEYS[int(chance(seed, "key", step, n) * len(KEYS))])
+            made.append((change.key, change.version if change.name != "REMOVE" else -1))
+        roll = chance(seed, "roll", step)
+        if roll < 0.03 and len(model.open_shards()) < 8:  # about every three hours
+            shard = model.open_shards()[int(chance(seed, "which", step) * len(model.open_shards()))]
+            late = (
+                int(chance(seed, "late", step) * 20) * MINUTE_MS if chance(seed, "is-late", step) < 0.4 else 0
+            )
+            changes["late"] += bool(late)
+            if roll < 0.012:
+                model.split(shard.sid, late)
+                changes["splits"] += 1
+            else:
+                model.rollover(shard.sid, late)
+                changes["rollovers"] += 1
+            if chance(seed, "stop", step) < 0.3:  # stopped between parent and child, a batch not committed
+                query.trigger(commit=False)
+                stopped_until = step + 1 + int(chance(seed, "down", step) * 24)
+                continue
+        if stopped_until is not None:
+            if step < stopped_until:
+                continue
+            query = _restarted(query)
+            stopped_until = None
+            changes["restarts"] += 1
+        query.trigger()
+    for _drain in range(200):  # then until nothing is left (bounded)
+        clock.advance_ms(MINUTE_MS)
+        listed = all(s.listed_from_ms <= clock.now_ms for s in model.shards.values())
+        if not query.trigger() and listed and not query.trigger():
+            break
+    assert changes["splits"] >= 2 and changes["rollovers"] >= 5 and changes["late"] >= 2
+    assert changes["restarts"] >= 3
+    read = [row for batch in sorted(query.rows) for row in query.rows[batch]]
+    assert sorted(read) == sorted(made), "every change exactly once"
+    for key in KEYS:  # each item's changes in the order they were made
+        assert [r for r in read if r[0] == key] == [m for m in made if m[0] == key], key
+
+
+def _restarted(query: Query) -> Query:
+    again = Query(query.options)
+    again.offsets, again.commits, again.rows = query.offsets, query.commits, query.rows
+    again.start()
+    return again
