@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 
 import pytest
-from examples import backfill, etl_to_parquet, kinesis_to_kinesis, several_streams
+from examples import backfill, dynamodb_table_copy, etl_to_parquet, kinesis_to_kinesis, several_streams
 
 from tests.helpers import client, new_stream
 from tests.integration.streaming_util import wait_for
@@ -125,7 +126,9 @@ def test_backfill_runs_again_and_continues(spark, kinesis_local, tmp_path):
     assert len(data) == 120 and len(set(data)) == 120
 
 
-@pytest.mark.parametrize("script", ["etl_to_parquet", "several_streams", "kinesis_to_kinesis", "backfill"])
+@pytest.mark.parametrize(
+    "script", ["etl_to_parquet", "several_streams", "kinesis_to_kinesis", "backfill", "dynamodb_table_copy"]
+)
 def test_each_script_runs_on_its_own(script):
     """`python examples/<script>.py --help` works from a checkout (no Spark starts for it)."""
     import subprocess
@@ -136,3 +139,53 @@ def test_each_script_runs_on_its_own(script):
     done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "--endpoint-url" in done.stdout and "usage:" in done.stdout
+
+
+def test_dynamodb_table_copy_is_the_tables_scan_after_changes_and_a_restart(spark, local_sts, tmp_path):
+    """The copy the example keeps equals the table as a scan reads it, after inserts, updates and
+    deletes in two runs of the query (numbers compared exactly: boto3's own deserializer on one side)."""
+    from decimal import Decimal
+
+    from boto3.dynamodb.types import TypeDeserializer
+
+    from tests.integration.test_dynamodb_streams_api import dynamodb, table
+
+    name = f"copy-{uuid.uuid4().hex[:8]}"
+    table(local_sts.endpoint, name)
+    db = dynamodb(local_sts.endpoint)
+
+    def put(n: int, total: str) -> None:
+        db.put_item(
+            TableName=name, Item={"id": {"S": f"o-{n}"}, "total": {"N": total}, "tag": {"S": f"t{n}"}}
+        )
+
+    for n in range(6):
+        put(n, f"{n}.5")
+    put(2, "12345678901234567890.75")  # an update, past a double's digits
+    db.delete_item(TableName=name, Key={"id": {"S": "o-3"}})
+    output = str(tmp_path / "copy")
+    argv = [
+        "--table", name,
+        "--output", output,
+        "--available-now",
+        *common(local_sts.endpoint, tmp_path),
+    ]  # fmt: skip
+    finish(dynamodb_table_copy.run(spark, dynamodb_table_copy.arguments(argv)))
+    put(6, "6")
+    put(0, "0.25")
+    db.delete_item(TableName=name, Key={"id": {"S": "o-5"}})
+    put(3, "3.125")  # deleted, then back
+    finish(dynamodb_table_copy.run(spark, dynamodb_table_copy.arguments(argv)))
+
+    copy = {
+        json.loads(r["keys"])["id"]: json.loads(r["item"], parse_float=Decimal, parse_int=Decimal)
+        for r in spark.read.parquet(output).collect()
+    }
+    plain = TypeDeserializer()
+    scanned = {
+        item["id"]["S"]: {k: plain.deserialize(v) for k, v in item.items()}
+        for item in db.scan(TableName=name)["Items"]
+    }
+    assert copy == scanned
+    assert sorted(copy) == ["o-0", "o-1", "o-2", "o-3", "o-4", "o-6"]
+    assert copy["o-2"]["total"] == Decimal("12345678901234567890.75")
