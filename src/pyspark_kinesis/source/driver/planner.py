@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from ...aws.services import StreamProxy
 from ...config.stream_specs import StreamSpec
-from ...errors import CheckpointMismatchError, StreamAccessError
+from ...errors import StreamAccessError
 from ...model import Position, ShardInfo, ShardRef
 from ..options import SourceConfig
 from ..state.batch_log import BatchEndLog
@@ -31,6 +31,7 @@ from .batch_shape import BatchShape
 from .discovery import ShardDiscovery, now_ms, recreated_streams
 from .lag import LagTracker, report_losses
 from .ledger import Ledger
+from .recorded import other_streams
 from .tip_probe import TipProbe
 
 log = logging.getLogger(__name__)
@@ -110,11 +111,7 @@ class Planner:
     def check_offset(self, offset: SourceOffset) -> None:
         configured = set(self._configured)
         if offset.streams and not configured & set(offset.streams):
-            raise CheckpointMismatchError(
-                f"The checkpoint was written for Kinesis stream(s) {', '.join(sorted(offset.streams))}, but "
-                f"the options name {', '.join(sorted(configured))}: none of them. Use a new checkpointLocation "
-                "(and metadataPath) for other streams; to add or remove streams, keep at least one."
-            )
+            raise other_streams(set(offset.streams), configured)
         self.ledger.check_query(offset)
 
     def listed(self, offset: SourceOffset) -> dict[ShardRef, ShardInfo]:

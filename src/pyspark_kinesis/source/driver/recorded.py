@@ -64,6 +64,35 @@ def read_ends(
     return batch_log.with_noted_losses(token, batch, ends, names), unrun
 
 
+def other_streams(written: set[str], configured: set[str]) -> CheckpointMismatchError:
+    """The checkpoint's streams are none of those the options name. A DynamoDB table whose stream was
+    disabled and enabled again has a new stream (a new ARN), which a query naming the table by name
+    finds at its next start: said as such, with the two ways on."""
+    tables = {_table(arn): arn for arn in written if _table(arn)}
+    renewed = sorted((tables[_table(arn)], arn) for arn in configured if _table(arn) in tables)
+    if renewed:
+        old, new = renewed[0]
+        return CheckpointMismatchError(
+            f"The stream of DynamoDB table '{_table(new)}' is a new one ({new}) since this checkpoint was "
+            f"written for {old}: the table's stream was disabled and enabled again, and the checkpoint's "
+            "positions are the old stream's. To read the new stream, start a new checkpointLocation and "
+            "metadataPath (startingPosition=TRIM_HORIZON reads its last 24 hours); to read what is left of "
+            "the old one (readable 24 hours after it was disabled), name it by its ARN."
+        )
+    return CheckpointMismatchError(
+        f"The checkpoint was written for Kinesis stream(s) {', '.join(sorted(written))}, but the options "
+        f"name {', '.join(sorted(configured))}: none of them. Use a new checkpointLocation (and "
+        "metadataPath) for other streams; to add or remove streams, keep at least one."
+    )
+
+
+def _table(arn: str) -> str | None:
+    """The table of a DynamoDB stream ARN (arn:aws:dynamodb:REGION:ACCOUNT:table/T/stream/LABEL)."""
+    if ":dynamodb:" not in arn or "/stream/" not in arn:
+        return None
+    return arn.split(":table/", 1)[-1].split("/stream/", 1)[0]
+
+
 def _deleted(batch_log: BatchEndLog, batch: int, task: int) -> CheckpointMismatchError:
     return CheckpointMismatchError(
         f"The batch-end record of batch {batch}, task {task} under metadataPath '{batch_log.location}' was "

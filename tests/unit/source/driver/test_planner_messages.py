@@ -56,6 +56,20 @@ def test_the_start_line_counts_the_shards_the_options_name(caplog):
     assert caplog.messages[0].endswith(f"({A}), 2 shards from TRIM_HORIZON (1 shards named)")
 
 
+def test_a_dynamodb_tables_new_stream_is_named_as_such_with_both_ways_on():
+    from pyspark_kinesis.source.driver.recorded import other_streams
+
+    old = "arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
+    new = "arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2026-03-01T00:00:00.000"
+    message = str(other_streams({old}, {new}))
+    assert message.startswith(
+        f"The stream of DynamoDB table 'orders' is a new one ({new}) since this checkpoint"
+    )
+    assert f"written for {old}" in message and "name it by its ARN" in message
+    other = "arn:aws:dynamodb:eu-west-1:123456789012:table/payments/stream/2026-03-01T00:00:00.000"
+    assert str(other_streams({old}, {other})).startswith("The checkpoint was written for")  # another table
+
+
 def test_a_checkpoint_of_other_streams_is_refused_naming_both():
     h = one_stream()
     other = SourceOffset("tok", 0, {arn("x"): {"s0": ShardState(Position.trim_horizon())}})
