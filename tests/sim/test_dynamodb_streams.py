@@ -24,9 +24,9 @@ from pyspark_kinesis.aws import dynamodb_streams, gc_freeze
 from pyspark_kinesis.aws.services import proxy_for
 from pyspark_kinesis.source import readers
 from pyspark_kinesis.source.driver.planner import Planner
-from pyspark_kinesis.source.executor import iterator_cache, pacing  # noqa: F401 (on the simulated clock)
+from pyspark_kinesis.source.executor import iterator_cache, pacing
 from pyspark_kinesis.source.executor import task as task_module
-from pyspark_kinesis.source.executor.modes import polling  # noqa: F401 (on the simulated clock)
+from pyspark_kinesis.source.executor.modes import polling
 from pyspark_kinesis.source.options import parse_options
 from pyspark_kinesis.source.state import batch_log as batch_log_module
 from pyspark_kinesis.source.state import store as store_module
@@ -115,6 +115,10 @@ def world(monkeypatch):
     monkeypatch.setattr(store_module, "open_store", lambda location, options=None: store)
     monkeypatch.setattr(batch_log_module, "open_store", lambda location, options=None: store)
     monkeypatch.setattr(gc_freeze, "FREEZING", False)
+    # (this world's executor caches and pacers: another world's iterators and times mean nothing here)
+    monkeypatch.setattr(polling, "ITERATORS", iterator_cache.IteratorCache())
+    monkeypatch.setattr(polling, "PACER", pacing.Pacer())
+    monkeypatch.setattr(polling, "ITERATOR_PACER", pacing.Pacer(pacing.ITERATOR_SPACING_S))
     monkeypatch.setattr(task_module, "prepare_worker_process", lambda: None)
     monkeypatch.setattr(aws_client, "freeze_long_lived", lambda: None)
     quiet = logging.getLogger("pyspark_kinesis")
