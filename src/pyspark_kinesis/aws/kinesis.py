@@ -19,7 +19,7 @@ from botocore.exceptions import (
 )
 
 from ..config.aws_settings import AwsSettings
-from ..config.stream_specs import StreamSpec, arn_parts
+from ..config.stream_specs import DYNAMODB, StreamSpec, arn_parts
 from ..errors import StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ..model import Position, ShardInfo, StreamIdentity
 from .client import kinesis_client
@@ -43,6 +43,10 @@ _same_stream_lock = threading.Lock()
 
 def describe_failure(exc: Exception, spec: StreamSpec) -> StreamAccessError:
     """Translate a boto error into one message that says what to check. Never includes secrets."""
+    if spec.service == DYNAMODB:  # (a table's stream: its own words and IAM actions)
+        from .dynamodb_streams import describe_failure as table_failure
+
+        return table_failure(exc, spec)
     where = spec.describe()
     if isinstance(exc, ClientError) and exc.operation_name == "AssumeRole":
         error = exc.response.get("Error", {})

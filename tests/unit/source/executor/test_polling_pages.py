@@ -121,6 +121,15 @@ def test_a_failure_the_read_cannot_handle_is_the_users_error_naming_the_stream()
         classify(client_error("ValidationException", "bad limit"), SPEC)
 
 
+def test_a_tables_stream_fails_in_its_own_words():
+    table = replace(SPEC, name="orders-table", service="dynamodb")
+    with pytest.raises(StreamAccessError) as info:
+        classify(client_error("AccessDeniedException"), table)
+    message = str(info.value)
+    assert "DynamoDB table 'orders-table'" in message and "dynamodb:GetRecords" in message
+    assert "kinesis:" not in message
+
+
 # -- opening ----------------------------------------------------------------------------------------
 
 
