@@ -9,8 +9,9 @@ leaves the copy as it was, so the copy is exact however the query is stopped and
     python examples/dynamodb_table_copy.py --table orders --output /data/orders-copy \\
         --checkpoint /chk/orders-copy --metadata-path /chk/orders-copy-stream [--available-now]
 
-Locally: `moto_server -p 5000` (pip install 'moto[server]') serves DynamoDB and its streams; pass
-`--endpoint-url http://127.0.0.1:5000` and create the table with a stream (NEW_AND_OLD_IMAGES).
+Locally: `pyspark-kinesis local start --kind dynamodb` (moto's server: pip install 'moto[server]')
+serves DynamoDB and its streams and prints how to create a table with a stream; pass its endpoint as
+`--endpoint-url`.
 """
 
 from __future__ import annotations

@@ -314,3 +314,69 @@ def test_the_rough_edges_a_new_user_meets(kinesis_local, tmp_path, monkeypatch):
         app, ["shards", stream, "--endpoint-url", kinesis_local.endpoint], env={"COLUMNS": ""}
     )
     assert "shardId-000000000000" in shards.stdout, shards.stdout
+
+
+def test_local_start_dynamodb_serves_a_table_stream_and_its_printed_commands_work(tmp_path):
+    """`local start --kind dynamodb` (moto's server) prints its endpoint, the credentials and a command
+    that creates a table with a stream; that command works as printed, and the table's stream is there."""
+    import os
+    import re
+    import shlex
+    import signal
+    import subprocess
+    import sys
+
+    import boto3
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        COLUMNS="400",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "pyspark_kinesis.cli",
+        "local",
+        "start",
+        "--kind",
+        "dynamodb",
+        "--port",
+        "0",
+    ]
+    server = subprocess.Popen(
+        [*command, "--seconds", "120"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    try:
+        lines: list[str] = []
+        assert server.stdout is not None
+        for _ in range(50):  # bounded: the endpoint, what to set, the table, the query's options
+            lines.append(server.stdout.readline())
+            if "endpointUrl" in lines[-1]:
+                break
+        printed = "".join(lines)
+        endpoint = re.search(r"listening on (http://127\.0\.0\.1:\d+)", printed)
+        exports = re.search(
+            r"export (AWS_ACCESS_KEY_ID=\S+) (AWS_SECRET_ACCESS_KEY=\S+) (AWS_DEFAULT_REGION=\S+)", printed
+        )
+        create = next((line.strip() for line in lines if line.strip().startswith("python -c")), None)
+        assert endpoint and exports and create, printed
+        told = dict(kv.split("=", 1) for kv in exports.groups())
+        argv = shlex.split(create)
+        made = subprocess.run(
+            [sys.executable, *argv[1:]], capture_output=True, text=True, env={**env, **told}, timeout=60
+        )
+        assert made.returncode == 0, made.stdout + made.stderr
+        streams = boto3.client(
+            "dynamodbstreams",
+            endpoint_url=endpoint.group(1),
+            region_name="us-east-1",
+            aws_access_key_id=told["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=told["AWS_SECRET_ACCESS_KEY"],
+        ).list_streams(TableName="orders")["Streams"]
+        assert len(streams) == 1
+        assert 'option("service", "dynamodb")' in printed and endpoint.group(1) in printed
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)

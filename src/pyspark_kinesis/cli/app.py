@@ -56,7 +56,11 @@ LOCAL_PORT = 4567
 
 @local_app.command("start")
 def local_start(
-    kind: str = typer.Option("kinesis-local", help="kinesis-local or kinesalite."),
+    kind: str = typer.Option(
+        "kinesis-local",
+        help="kinesis-local or kinesalite, or dynamodb (moto's server: DynamoDB and its streams; pip install "
+        "'moto[server]').",
+    ),
     port: int = typer.Option(
         LOCAL_PORT,
         help=f"Port on 127.0.0.1 (default {LOCAL_PORT}; when taken, a free one, printed; 0: a free one).",
@@ -64,11 +68,21 @@ def local_start(
     persist_dir: str = typer.Option(None, help="Keep the data in this folder across restarts."),
     seconds: int = typer.Option(0, help="Stop after this many seconds (0: on Ctrl-C)."),
 ) -> None:
-    """Start a local Kinesis server in the foreground and print its endpoint."""
+    """Start a local Kinesis server (or a local DynamoDB with streams) in the foreground and print its
+    endpoint."""
+    from .local_dynamodb import LocalDynamoDB, create_table_hint
     from .local_kinesis import LocalKinesis, port_free
 
     chosen = port if port and port_free(port) else None
-    server = LocalKinesis(kind, chosen, persist_dir).start()
+    try:
+        server: LocalKinesis | LocalDynamoDB = (
+            LocalDynamoDB(chosen).start()
+            if kind == "dynamodb"
+            else LocalKinesis(kind, chosen, persist_dir).start()
+        )
+    except RuntimeError as exc:
+        console.print(f"[red]{exc}[/]", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     if port and chosen is None:
         console.print(f"port {port} is taken: using {server.port} instead", highlight=False)
     console.print(
@@ -77,11 +91,16 @@ def local_start(
     )
     # Any key works there, but botocore signs every call and needs some: a first run with no AWS
     # configuration fails with "Unable to locate credentials" without these.
+    use = (
+        create_table_hint(server.endpoint)
+        if kind == "dynamodb"
+        else f"  pyspark-kinesis create orders --endpoint-url {server.endpoint}\n"
+        f'  spark.readStream.format(fmt).option("endpointUrl", "{server.endpoint}").option("region", "us-east-1")'
+    )
     console.print(
         "Use it with (any credentials work, but some must be set):\n"
         f"  export AWS_ACCESS_KEY_ID={LOCAL_KEY_ID} AWS_SECRET_ACCESS_KEY={LOCAL_SECRET} AWS_DEFAULT_REGION=us-east-1\n"
-        f"  pyspark-kinesis create orders --endpoint-url {server.endpoint}\n"
-        f'  spark.readStream.format(fmt).option("endpointUrl", "{server.endpoint}").option("region", "us-east-1")',
+        + use,
         highlight=False,
         soft_wrap=True,
     )
