@@ -74,6 +74,12 @@ class StreamIdentity(NamedTuple):
     retention_ms: int | None = None  # how long records stay readable (None: the server did not say)
 
 
+def stream_words(key: str) -> str:
+    """How a message names a stream by its key (ARN): a DynamoDB table's stream is not a Kinesis stream,
+    and a user reading one should not be told it is."""
+    return f"DynamoDB stream {key}" if ":dynamodb:" in key else f"Kinesis stream {key}"
+
+
 TRIM = "trim"
 TIMESTAMP = "ts"
 AFTER = "after"

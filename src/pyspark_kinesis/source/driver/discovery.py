@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from ...aws.services import StreamProxy, proxy_for
 from ...config.stream_specs import StreamSpec
 from ...errors import DataLossError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
-from ...model import LATEST, TIMESTAMP, Position, ShardInfo
+from ...model import LATEST, TIMESTAMP, Position, ShardInfo, stream_words
 from ..options import SourceConfig
 from ..state.offsets import BackfillPlan, ShardState, SourceOffset
 from . import lineage
@@ -144,7 +144,7 @@ def recreated_streams(offset: SourceOffset, config: SourceConfig) -> list[str]:
             continue
         if config.fail_on_data_loss:
             raise DataLossError(
-                f"Kinesis stream {key} was deleted and re-created since this checkpoint was written (created "
+                f"{stream_words(key)} was deleted and re-created since this checkpoint was written (created "
                 f"{_iso(then)} then, {_iso(now)} now): the records the query had not read from the old stream "
                 "are gone, and its positions do not apply to the new one. Set failOnDataLoss=false to go on "
                 "with the new stream from its start (TRIM_HORIZON), or start over with a new checkpointLocation."
@@ -268,7 +268,7 @@ class ShardDiscovery:
             stream.failed_ms = now
         if stream.failures >= DISCOVERY_FAILURES:
             raise StreamAccessError(
-                f"Kinesis stream {key}: shard discovery (ListShards, DescribeStreamSummary) failed "
+                f"{stream_words(key)}: shard discovery (ListShards, DescribeStreamSummary) failed "
                 f"{stream.failures} times in a row, each after botocore's retries: {exc}. Without it the "
                 "children of a split or merge are never read. Check that the credentials may call "
                 "kinesis:ListShards and kinesis:DescribeStreamSummary on the stream (AccessDenied), or "
@@ -292,7 +292,7 @@ class ShardDiscovery:
         merged, orphans = lineage.forget_aged_out(merged, listed)
         if orphans:
             self._loss(
-                f"Kinesis stream {key}: shards {', '.join(orphans)} have not been read yet and their parents "
+                f"{stream_words(key)}: shards {', '.join(orphans)} have not been read yet and their parents "
                 "are past retention, so their oldest records may be too (the query was stopped, or behind, "
                 "longer than the stream's retention): an unknown number of records may be lost",
                 "and read them from their oldest record left",
@@ -303,7 +303,7 @@ class ShardDiscovery:
                 f"{sid} (from {states[sid].position.describe()})" for sid in expired if sid in states
             )
             text = (
-                f"Kinesis stream {key}: shards {where or ', '.join(expired)} went past retention before they were "
+                f"{stream_words(key)}: shards {where or ', '.join(expired)} went past retention before they were "
                 "read to their end; their unread records are lost"
             )
             self._loss(text, "and go on with their children")

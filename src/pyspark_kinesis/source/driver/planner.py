@@ -22,7 +22,7 @@ from collections.abc import Callable
 from ...aws.services import StreamProxy
 from ...config.stream_specs import StreamSpec
 from ...errors import StreamAccessError
-from ...model import Position, ShardInfo, ShardRef
+from ...model import Position, ShardInfo, ShardRef, stream_words
 from ..options import SourceConfig
 from ..state.batch_log import BatchEndLog
 from ..state.offsets import ShardEnd, ShardState, SourceOffset
@@ -130,7 +130,7 @@ class Planner:
                 info = self._info_listed(ref)
                 if info is None and self.config.stream(ref.stream) is not None:
                     raise StreamAccessError(
-                        f"Kinesis stream {ref.stream}: batch {offset.batch} must be read as it was planned, "
+                        f"{stream_words(ref.stream)}: batch {offset.batch} must be read as it was planned, "
                         f"and its record under metadataPath does not keep shard {ref.shard}'s hash key "
                         "range (it was written by an earlier version), which ListShards did not answer. "
                         "Start the query again once ListShards answers."
@@ -261,7 +261,7 @@ class Planner:
                 self.sleep(min(8.0, 0.5 * 2**attempt))
         if self.cutoff_ms is not None:
             raise StreamAccessError(
-                f"Kinesis stream {key}: shards {', '.join(sorted(sid for _k, sid in closures))} closed, but "
+                f"{stream_words(key)}: shards {', '.join(sorted(sid for _k, sid in closures))} closed, but "
                 f"{tries} listings in a row failed or did not show their children"
                 f"{' ' + ', '.join(sorted(missing)) if missing else ''}; trigger(availableNow=True) cannot "
                 "finish without reading them. Run the query again once ListShards answers."

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from ...aws.get_records import Records
 from ...aws.services import StreamProxy
+from ...config.stream_specs import DYNAMODB
 from ...errors import StreamAccessError
 from ...model import AFTER, END, INSIDE, TIMESTAMP, TRIM, Position, seq_key
 from ..state.offsets import ShardEnd
@@ -106,7 +107,8 @@ class ShardRead:
             proxy.name, proxy.spec.resolved_arn, context.shard, start, context.limits, self.until, origin
         )
         self.source = source_for(source, context) if isinstance(source, str) else source
-        where = f"Kinesis stream '{proxy.name}' ({proxy.spec.resolved_arn}), shard {context.shard}"
+        kind = "DynamoDB table" if proxy.spec.service == DYNAMODB else "Kinesis stream"
+        where = f"{kind} '{proxy.name}' ({proxy.spec.resolved_arn}), shard {context.shard}"
         self.policy = LossPolicy(where, context.batch, fail_on_data_loss, proxy.spec.retention_ms, tip_ms)
         self.progress = ReadProgress(skip_from=start)
 
