@@ -114,3 +114,24 @@ def test_a_batch_read_of_a_tables_stream_returns_its_changes_once(spark, local_s
     )
     assert sorted(r.keys for r in rows) == [f'{{"id":"o-{n}"}}' for n in range(3)]
     assert {r.eventName for r in rows} == {"INSERT"}
+
+
+def test_an_image_schema_makes_the_images_typed_structs_with_exact_decimals(spark, local_sts, tmp_path):
+    from decimal import Decimal
+
+    from pyspark.sql.types import DecimalType, StringType, StructField, StructType
+
+    endpoint, name = local_sts.endpoint, f"orders-{uuid.uuid4().hex[:8]}"
+    table(endpoint, name)
+    client = dynamodb(endpoint)
+    client.put_item(TableName=name, Item={"id": {"S": "o-1"}, "total": {"N": "12345678901234567890.25"}})
+    client.put_item(TableName=name, Item={"id": {"S": "o-2"}, "total": {"N": "0.125"}})  # 3 decimals: no fit
+    image = StructType([StructField("id", StringType()), StructField("total", DecimalType(38, 2))])
+    df = read_table(spark, endpoint, name, str(tmp_path / "meta"), imageSchema=image.json())
+    assert df.schema["newImage"].dataType == image and df.schema["oldImage"].dataType == image
+    sink = Collector()
+    run_available_now(spark, df, str(tmp_path / "cp"), sink, timeout_s=120)
+    fits, misfit = sink.rows
+    assert fits.newImage.asDict() == {"id": "o-1", "total": Decimal("12345678901234567890.25")}
+    assert fits.valueError is None and fits.oldImage is None
+    assert misfit.newImage is None and "total = 0.125 does not fit decimal(38,2) exactly" in misfit.valueError

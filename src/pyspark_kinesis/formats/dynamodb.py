@@ -16,6 +16,7 @@ Read only: the sink writes payloads, not table changes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,8 @@ from ..config.aws_settings import AwsSettings
 from ..config.declared import Option
 from ..config.value_format import ValueFormat
 from ..errors import OptionError
-from ..values.dynamodb_images import change_row, item_json
+from ..spark_features import arrow_type
+from ..values.dynamodb_images import change_row, fitted, item_json, item_plain
 from . import ValueEncoder
 
 FIELDS = (
@@ -85,6 +87,44 @@ def _kinesis_record(document: dict[str, Any]) -> Row:
     )
 
 
+IMAGES = ("newImage", "oldImage")
+
+
+def _typed(image: StructType, batch: pa.RecordBatch) -> list[pa.Array]:
+    """The added columns with the images as structs of `image` (see `values.dynamodb_images.fitted`)."""
+    payloads = batch.column("data").to_pylist()
+    arns = (
+        batch.column("streamArn").to_pylist() if "streamArn" in batch.schema.names else [None] * len(payloads)
+    )
+    columns: list[list[Any]] = [[] for _ in FIELDS]
+    for payload, arn in zip(payloads, arns, strict=True):
+        row, error = row_of(payload, table_of(arn))
+        if row is not None:
+            try:
+                images = [
+                    None if typed is None else fitted(item_plain(typed), image, name)
+                    for typed, name in zip(_typed_images(payload), IMAGES, strict=True)
+                ]
+            except ValueError as exc:
+                row, error = None, f"does not fit imageSchema: {exc}"
+            else:
+                row = (*row[:3], *images, *row[5:])
+        for column, cell in zip(columns, (*(row or (None,) * len(_TYPES)), error), strict=True):
+            column.append(cell)
+    kinds = (*_TYPES[:3], arrow_type(image), arrow_type(image), *_TYPES[5:], pa.string())
+    return [pa.array(column, type=kind) for column, kind in zip(columns, kinds, strict=True)]
+
+
+def _typed_images(payload: bytes) -> tuple[Any, Any]:
+    """(NewImage, OldImage) in DynamoDB's typed form, from either kind of payload (`row_of` read it
+    already: it is a change)."""
+    parsed = orjson.loads(payload)
+    if isinstance(parsed, list):
+        return parsed[2], parsed[3]
+    body = parsed["dynamodb"]
+    return body.get("NewImage"), body.get("OldImage")
+
+
 def row_of(payload: bytes | None, table: str | None) -> tuple[Row | None, str | None]:
     """(the change's columns but valueError, None) or (None, why the payload is not a change)."""
     if payload is None:
@@ -101,24 +141,56 @@ def row_of(payload: bytes | None, table: str | None) -> tuple[Row | None, str | 
         return None, f"not a DynamoDB change: {str(exc)[:200]}"
 
 
+IMAGE_SCHEMA = Option(
+    "imageSchema",
+    "dynamodb: newImage and oldImage as typed structs of this Spark schema, given as JSON "
+    "(StructType.json(), e.g. of StructType([StructField('id', StringType()), StructField('total', "
+    "DecimalType(38, 2))])) instead of JSON text; a number is fitted exactly or the change's valueError says why.",
+)
+
+
+@functools.lru_cache(maxsize=8)
+def image_type(text: str) -> StructType:
+    """imageSchema's struct (parsed where it is used: a JSON schema needs no JVM, unlike DDL)."""
+    try:
+        parsed = StructType.fromJson(orjson.loads(text))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise OptionError(
+            "imageSchema",
+            f"is not a Spark struct schema in JSON ({str(exc)[:120]})",
+            "Give StructType([...]).json(), e.g. from df.schema.json().",
+        ) from None
+    return parsed
+
+
 class DynamoChangeCodec:
     """A table's changes into columns; nothing to look up, nothing to write."""
 
     payload_column = "data"
-    read_options: tuple[Option, ...] = ()
+    read_options: tuple[Option, ...] = (IMAGE_SCHEMA,)
     write_options: tuple[Option, ...] = ()
 
-    def settings(self, opts: Mapping[str, str], *, writing: bool) -> None:
-        return None
+    def settings(self, opts: Mapping[str, str], *, writing: bool) -> str | None:
+        """The image schema's JSON text (checked here, at `.load()`), or None: images as JSON text."""
+        text = (opts.get("imageSchema") or "").strip()
+        if writing or not text:
+            return None
+        image_type(text)
+        return text
 
     def for_reading(self, value: ValueFormat, aws: AwsSettings) -> ValueFormat:
         return value
 
     def added_fields(self, value: ValueFormat, taken: frozenset[str]) -> list[StructField]:
-        return list(FIELDS)
+        if value.settings is None:
+            return list(FIELDS)
+        typed = image_type(value.settings)
+        return [StructField(f.name, typed) if f.name in IMAGES else f for f in FIELDS]
 
     def decode(self, value: ValueFormat, aws: AwsSettings, batch: pa.RecordBatch) -> list[pa.Array]:
         """The added columns of a batch of Kinesis columns, in `FIELDS` order."""
+        if value.settings is not None:
+            return _typed(image_type(value.settings), batch)
         payloads = batch.column("data").to_pylist()
         arns = (
             batch.column("streamArn").to_pylist()

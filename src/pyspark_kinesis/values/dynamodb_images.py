@@ -17,11 +17,12 @@ the type: the caller decides what a record it cannot decode does to the batch.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
 import orjson
 import pybase64
+from pyspark.sql import types as T
 
 MAX_DEPTH = 64  # DynamoDB nests at most 32 levels: deeper is not an item the service wrote
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -161,3 +162,47 @@ def change_row(payload: bytes) -> tuple[str, str | None, str | None, str | None,
     except (orjson.JSONDecodeError, TypeError, ValueError):
         raise ValueError("not a DynamoDB Streams change") from None
     return str(name), item_json(keys), item_json(new), item_json(old), bool(by_ttl), size, str(event_id)
+
+
+def fitted(value: Any, kind: Any, where: str) -> Any:
+    """A plain value (`plain`) as a value of the Spark type `kind`, exactly, or `ValueError` naming
+    `where` (a number with a fraction is no integer, one past a decimal's precision does not fit: a
+    typed image never holds a rounded number). Missing struct fields are null, extra ones left out
+    (an item's attributes vary; the schema names those the reader wants)."""
+    if value is None:
+        return None
+    if isinstance(kind, T.StructType):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where} is {type(value).__name__}, not a map")
+        return {f.name: fitted(value.get(f.name), f.dataType, f"{where}.{f.name}") for f in kind.fields}
+    if isinstance(kind, T.ArrayType):
+        if not isinstance(value, list):
+            raise ValueError(f"{where} is {type(value).__name__}, not a list or a set")
+        return [fitted(item, kind.elementType, f"{where}[{n}]") for n, item in enumerate(value)]
+    if isinstance(value, Decimal):
+        return _number(value, kind, where)
+    wanted = {T.StringType: str, T.BinaryType: bytes, T.BooleanType: bool}
+    for spark_type, python_type in wanted.items():
+        if isinstance(kind, spark_type) and isinstance(value, python_type):
+            return value
+    raise ValueError(f"{where} is {type(value).__name__}, which does not fit {kind.simpleString()}")
+
+
+def _number(value: Decimal, kind: Any, where: str) -> Any:
+    if isinstance(kind, T.DecimalType):
+        with localcontext() as exact_context:
+            exact_context.prec = 200  # (DynamoDB's 38 digits and exponents to 126: no rounding here)
+            exact = value.quantize(Decimal(1).scaleb(-kind.scale))
+        if exact != value or len(exact.as_tuple().digits) > kind.precision:
+            raise ValueError(f"{where} = {value} does not fit {kind.simpleString()} exactly")
+        return exact
+    if isinstance(kind, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
+        bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32, T.LongType: 64}[type(kind)]
+        if value != value.to_integral_value() or not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise ValueError(f"{where} = {value} does not fit {kind.simpleString()} exactly")
+        return int(value)
+    if isinstance(kind, T.DoubleType | T.FloatType):
+        return float(value)  # (asked for: a double rounds past 15-17 digits, as the type says)
+    if isinstance(kind, T.StringType):
+        return str(value)
+    raise ValueError(f"{where} is a number, which does not fit {kind.simpleString()}")

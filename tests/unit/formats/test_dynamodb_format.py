@@ -7,6 +7,15 @@ from __future__ import annotations
 import orjson
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DecimalType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from pyspark_kinesis.aws.dynamodb_streams import change
 from pyspark_kinesis.config.aws_settings import AwsSettings
@@ -112,3 +121,62 @@ def test_the_sink_refuses_it_by_name():
     value = parse_value_format({"valueFormat": "dynamodb"}, writing=True)
     with pytest.raises(OptionError, match="dynamodb is read only"):
         codec_of(value).check_columns({})
+
+
+IMAGE = StructType(
+    [
+        StructField("id", StringType()),
+        StructField("total", DecimalType(38, 3)),
+        StructField("tags", ArrayType(StringType())),
+        StructField("count", LongType()),
+    ]
+)
+
+
+def typed_rows(payloads: list[bytes], schema: StructType = IMAGE) -> list[dict]:
+    value = parse_value_format({"valueFormat": "dynamodb", "imageSchema": schema.json()}, writing=False)
+    codec = codec_of(value)
+    fields = codec.added_fields(value, frozenset())
+    assert [f.dataType for f in fields if f.name in ("newImage", "oldImage")] == [schema, schema]
+    batch = pa.RecordBatch.from_pydict(
+        {"data": pa.array(payloads, pa.binary()), "streamArn": pa.array([ARN] * len(payloads), pa.string())}
+    )
+    return pa.RecordBatch.from_arrays(
+        codec.decode(value, AWS, batch), names=[f.name for f in fields]
+    ).to_pylist()
+
+
+def test_an_image_schema_gives_typed_images_with_exact_numbers():
+    from decimal import Decimal
+
+    (row,) = typed_rows([change(STREAMS_RECORD)[1]])
+    assert row["newImage"] == {"id": "o-1", "total": Decimal("19.990"), "tags": ["a"], "count": None}
+    assert row["oldImage"] == {"id": "o-1", "total": Decimal("9.500"), "tags": None, "count": None}
+    assert row["valueError"] is None and row["eventName"] == "MODIFY"
+    binary = StructType([StructField("id", StringType()), StructField("blob", BinaryType())])
+    (removed,) = typed_rows([orjson.dumps(KINESIS_RECORD)], binary)
+    assert removed["oldImage"] == {"id": "o-2", "blob": b"\x01\x02"} and removed["newImage"] is None
+
+
+@pytest.mark.parametrize(
+    ("total", "count", "why"),
+    [
+        ("1.0005", "1", "total = 1.0005 does not fit decimal(38,3) exactly"),
+        ("1", "1.5", "count = 1.5 does not fit bigint exactly"),
+        ("1", "9223372036854775808", "does not fit bigint exactly"),
+        ("1" * 36 + ".5", "1", "does not fit decimal(38,3) exactly"),
+    ],
+)
+def test_a_number_that_does_not_fit_its_type_is_a_value_error_never_rounded(total, count, why):
+    record = {**STREAMS_RECORD, "dynamodb": {**STREAMS_RECORD["dynamodb"], "NewImage": {
+        "id": {"S": "o-1"}, "total": {"N": total}, "count": {"N": count}}}}  # fmt: skip
+    (row,) = typed_rows([change(record)[1]])
+    assert row["newImage"] is None and row["eventName"] is None
+    assert "does not fit imageSchema" in row["valueError"] and why in row["valueError"]
+
+
+def test_an_image_schema_that_is_not_json_is_named_at_load():
+    with pytest.raises(OptionError, match=r"imageSchema.*not a Spark struct schema in JSON"):
+        parse_value_format({"valueFormat": "dynamodb", "imageSchema": "id STRING"}, writing=False)
+    with pytest.raises(OptionError, match="applies to valueFormat=dynamodb only"):
+        parse_value_format({"valueFormat": "raw", "imageSchema": IMAGE.json()}, writing=False)
