@@ -135,3 +135,20 @@ def test_an_image_schema_makes_the_images_typed_structs_with_exact_decimals(spar
     assert fits.newImage.asDict() == {"id": "o-1", "total": Decimal("12345678901234567890.25")}
     assert fits.valueError is None and fits.oldImage is None
     assert misfit.newImage is None and "total = 0.125 does not fit decimal(38,2) exactly" in misfit.valueError
+
+
+def test_the_lag_command_counts_a_tables_changes_behind_the_committed_batch(spark, local_sts, tmp_path):
+    from tests.integration.test_cli import as_json
+
+    endpoint, name = local_sts.endpoint, f"orders-{uuid.uuid4().hex[:8]}"
+    table(endpoint, name)
+    client = dynamodb(endpoint)
+    for n in range(3):
+        client.put_item(TableName=name, Item={"id": {"S": f"o-{n}"}})
+    meta, chk = str(tmp_path / "meta"), str(tmp_path / "cp")
+    run_available_now(spark, read_table(spark, endpoint, name, meta), chk, Collector(), timeout_s=120)
+    for n in range(3, 8):  # five changes the query has not read
+        client.put_item(TableName=name, Item={"id": {"S": f"o-{n}"}})
+    report = as_json("lag", "--checkpoint", chk, "--metadata-path", meta, "--endpoint-url", endpoint)
+    (shard,) = report["shards"]
+    assert shard["stream"].startswith("arn:aws:dynamodb:") and shard["records"] == 5 and shard["complete"]

@@ -261,3 +261,34 @@ class StreamsProxy:
             "NextShardIterator": following,
             "MillisBehindLatest": behind,
         }
+
+
+def table_backlog(
+    spec: StreamSpec, shard_id: str, position: Position, max_records: int, timeout_s: float
+) -> Any:
+    """`admin.backlog` for a table's stream (the CLI's `lag`): the changes after `position`, counted by
+    reading them, up to `max_records` or `timeout_s` seconds; complete at a closed shard's end or at the
+    tip (the third empty page in a row, see `StreamsProxy.get_records`)."""
+    from .admin import Backlog
+
+    proxy = StreamsProxy(spec, agent="cli")
+    try:
+        iterator: str | None = proxy.shard_iterator(shard_id, position)
+        count, behind = 0, None
+        deadline = time.monotonic() + timeout_s
+        for _call in range(100_000):  # the deadline ends it far sooner
+            if iterator is None:
+                return Backlog(count, behind if behind is not None else 0, True)
+            page = proxy.get_records(iterator, 1000)
+            taken = len(page["Records"])
+            count += taken
+            if behind is None and page["MillisBehindLatest"] >= 0:
+                behind = int(page["MillisBehindLatest"])
+            iterator = page["NextShardIterator"]
+            if (taken == 0 and page["MillisBehindLatest"] == 0) or count >= max_records:
+                return Backlog(count, behind if behind is not None else -1, taken == 0)
+            if time.monotonic() > deadline:
+                break
+    except (ClientError, BotoCoreError) as exc:
+        raise describe_failure(exc, spec) from None
+    return Backlog(count, behind if behind is not None else -1, False)

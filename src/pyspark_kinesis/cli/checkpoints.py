@@ -14,6 +14,7 @@ import orjson
 import typer
 from rich.table import Table
 
+from ..config.stream_specs import DYNAMODB, StreamSpec
 from .output import console
 from .streams import JSON, client, emit_json, fail
 
@@ -38,9 +39,13 @@ def _open(checkpoint: str, metadata_path: str, storage_options: str | None) -> A
 
 
 def _stream_of(arn: str) -> tuple[str, str | None]:
-    """(name, region) from a stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)."""
+    """(name, region) from a stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME); a DynamoDB
+    table's stream (arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL) is named by its table."""
     parts = arn.split(":")
-    return arn.rsplit("/", 1)[-1], (parts[3] if len(parts) > 5 and parts[3] else None)
+    region = parts[3] if len(parts) > 5 and parts[3] else None
+    if ":dynamodb:" in arn and "/stream/" in arn:
+        return arn.split(":table/", 1)[-1].split("/stream/", 1)[0], region
+    return arn.rsplit("/", 1)[-1], region
 
 
 def lag(
@@ -79,7 +84,10 @@ def lag(
             told.add(arn)
             console.print(_where_said(name, shard_region, shard_endpoint, region, endpoint_url, place))
         row: dict[str, Any] = {"stream": arn, "shard": sid, "position": position.describe()}
-        make_client = functools.partial(client, shard_region, shard_endpoint)
+        if ":dynamodb:" in arn:  # a table's stream (service=dynamodb): counted through its own API
+            make_client = functools.partial(_table_stream, arn, shard_region, shard_endpoint)
+        else:
+            make_client = functools.partial(client, shard_region, shard_endpoint)
         row.update(_behind(position, make_client, name, sid, max_records, timeout))
         rows.append(row)
     if as_json:
@@ -101,7 +109,13 @@ def _behind(
     if position.kind == "latest":
         return {"records": 0, "millisBehindLatest": -1, "complete": False, "finished": False}
     try:
-        found = backlog(make_client(), name, sid, position, max_records, timeout)
+        made = make_client()
+        if isinstance(made, StreamSpec):  # (a table's stream: `_table_stream`)
+            from ..aws.dynamodb_streams import table_backlog
+
+            found = table_backlog(made, sid, position, max_records, timeout)
+        else:
+            found = backlog(made, name, sid, position, max_records, timeout)
     except StreamAccessError as exc:
         raise fail(str(exc)) from None
     return {
@@ -110,6 +124,15 @@ def _behind(
         "complete": found.complete,
         "finished": False,
     }
+
+
+def _table_stream(arn: str, region: str | None, endpoint: str | None) -> StreamSpec:
+    """A table's stream as the CLI reads it: by ARN, in its region, with the credential chain."""
+    from ..config.aws_settings import AwsSettings
+
+    return StreamSpec(
+        arn, AwsSettings(region=region or "us-east-1", endpoint_url=endpoint), arn=arn, service=DYNAMODB
+    )
 
 
 def _print_lag(batch: int, rows: list[dict[str, Any]]) -> None:
