@@ -242,3 +242,31 @@ def test_a_change_keeps_the_services_typed_values_and_says_a_ttl_delete():
     assert change_row(payload) == ("REMOVE", '{"id":"AQI="}', None, '{"id":"AQI=","n":1.10}', True, 20, "e1")
     record["userIdentity"] = {"Type": "Service", "PrincipalId": "someone-else"}
     assert json.loads(change(record)[1])[4] is False
+
+
+def test_a_throttled_listing_page_is_asked_for_again_not_the_whole_listing_failed(monkeypatch):
+    from botocore.exceptions import ClientError
+
+    from pyspark_kinesis.aws import dynamodb_streams
+    from pyspark_kinesis.errors import StreamAccessError
+
+    monkeypatch.setattr(dynamodb_streams.time, "sleep", lambda s: None)
+
+    class Throttling(Scripted):
+        def __init__(self, shards, code: str, times: int) -> None:
+            super().__init__(shards)
+            self.code, self.left = code, times
+
+        def describe_stream(self, **kwargs):
+            if kwargs.get("ExclusiveStartShardId") and self.left:
+                self.left -= 1
+                raise ClientError({"Error": {"Code": self.code, "Message": "no"}}, "DescribeStream")
+            return super().describe_stream(**kwargs)
+
+    shards = [shard(n) for n in range(150)]
+    listed = scripted(Throttling(shards, "LimitExceededException", 3)).list_shards()
+    assert len(listed) == 150  # (the second page was refused three times, then answered)
+    with pytest.raises(StreamAccessError, match="AccessDeniedException"):
+        scripted(Throttling(shards, "AccessDeniedException", 1)).list_shards()
+    with pytest.raises(StreamAccessError, match="LimitExceededException"):
+        scripted(Throttling(shards, "LimitExceededException", 100)).list_shards()  # (bounded: 8 rounds)

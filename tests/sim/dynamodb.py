@@ -33,6 +33,11 @@ DESCRIBE_PAGE = 3  # shards per DescribeStream page (small, so every listing pag
 SPACE = 2**32
 
 
+class ExecutorLost(BaseException):
+    """The executor running a read died at this call (`DynamoStreamModel.fail_at_call`): not an
+    exception the task's code sees, as `store.SimCrash` is not."""
+
+
 def error(code: str, message: str = "", operation: str = "") -> ClientError:
     return ClientError(
         {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}, operation
@@ -76,6 +81,9 @@ class DynamoStreamModel:
         self.next_seq = SEQ_BASE
         self.versions: dict[str, int] = {}
         self.calls = 0
+        self.fail_at_call = 0  # the call at which the reading executor dies (0: none)
+        self.throttle_rate = 0.0  # of calls answered LimitExceededException
+        self.faults = {"lost": 0, "throttled": 0}  # what `before_call` did
         self._iterators: dict[
             str, tuple[str, int, int]
         ] = {}  # token -> (shard, index of next record, issued)
@@ -145,6 +153,17 @@ class DynamoStreamModel:
             and not (s.end_seq is not None and s.records and s.records[-1].at_ms < now - RETENTION_MS)
         ]
 
+    def before_call(self, operation: str) -> None:
+        """The faults a call may meet: the reading executor's death, throttling (left after botocore's
+        retries)."""
+        if self.fail_at_call and self.calls >= self.fail_at_call:
+            self.fail_at_call = 0
+            self.faults["lost"] += 1
+            raise ExecutorLost(operation)
+        if chance(self.seed, "throttle", operation, self.calls) < self.throttle_rate:
+            self.faults["throttled"] += 1
+            raise error("LimitExceededException", "Rate exceeded", operation)
+
     def client(self) -> SimStreamsClient:
         return SimStreamsClient(self)
 
@@ -162,6 +181,7 @@ class SimStreamsClient:
     def describe_stream(self, **kwargs: Any) -> dict[str, Any]:
         m = self.model
         m.calls += 1
+        m.before_call("DescribeStream")
         if kwargs.get("StreamArn") != m.arn:
             raise error("ResourceNotFoundException", "Requested resource not found", "DescribeStream")
         shards = sorted(m.listed(), key=lambda s: s.sid)
@@ -185,6 +205,7 @@ class SimStreamsClient:
     def get_shard_iterator(self, **kwargs: Any) -> dict[str, Any]:
         m = self.model
         m.calls += 1
+        m.before_call("GetShardIterator")
         shard = m.shards.get(kwargs["ShardId"])
         if shard is None or shard not in m.listed():
             raise error(
@@ -213,6 +234,7 @@ class SimStreamsClient:
     def get_records(self, ShardIterator: str, Limit: int = 1000) -> dict[str, Any]:
         m = self.model
         m.calls += 1
+        m.before_call("GetRecords")
         known = m._iterators.get(ShardIterator)
         if known is None or m.clock.now_ms - known[2] > ITERATOR_LIFE_MS:
             raise error("ExpiredIteratorException", "Iterator expired", "GetRecords")

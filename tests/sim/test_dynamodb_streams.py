@@ -34,7 +34,7 @@ from pyspark_kinesis.source.state import store as store_module
 from pyspark_kinesis.source.state.batch_log import BatchEndLog
 
 from .clock import SimClock, chance, patch_process
-from .dynamodb import DynamoStreamModel
+from .dynamodb import DynamoStreamModel, ExecutorLost
 from .store import SimStore
 
 METADATA = "sim://metadata"
@@ -46,8 +46,16 @@ class Query:
     """Spark's side, reduced: the offset log, the commit log, a restart that runs the last logged batch
     again when it was not committed, a replayed batch's rows replacing its first attempt's."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = options
+    def __init__(
+        self,
+        options: dict[str, str],
+        seed: int = 7,
+        generation: int = 0,
+        model: DynamoStreamModel | None = None,
+    ) -> None:
+        self.options, self.seed, self.generation, self.model = options, seed, generation, model
+        self.kill_rate = self.copy_rate = 0.0
+        self.done = {"killed after its record": 0, "copies": 0}
         self.offsets: dict[int, str] = {}
         self.commits: set[int] = set()
         self.rows: dict[int, list[tuple[str, int]]] = {}
@@ -91,18 +99,49 @@ class Query:
     def _run(self, batch: int) -> None:
         parts = self.reader.partitions(json.loads(self._start_of(batch)), json.loads(self.offsets[batch]))
         rows = []
-        for part in parts:
-            reader, partition = pickle.loads(pickle.dumps((self.reader, part)))  # (as Spark ships them)
-            for record_batch in reader.read(partition):
-                for name, new, keys in zip(
-                    record_batch.column("eventName").to_pylist(),
-                    record_batch.column("newImage").to_pylist(),
-                    record_batch.column("keys").to_pylist(),
-                    strict=True,
-                ):
-                    version = json.loads(new)["version"] if new else 0
-                    rows.append((json.loads(keys)["id"], int(version) if name != "REMOVE" else -1))
+        for index, part in enumerate(parts):
+            rows += self._task(batch, index, part)
         self.rows[batch] = rows  # (a replay replaces its first attempt)
+
+    def _task(self, batch: int, index: int, part: object) -> list[tuple[str, int]]:
+        """A task as Spark runs it: an attempt may die part-way through its rows (its rows are dropped,
+        and the task is tried again), and a speculative copy may run it twice (same rows, one kept)."""
+        seed = self.seed
+        for attempt in range(4):  # spark.task.maxFailures
+            fate = chance(seed, "kill", batch, index, attempt, self.generation)
+            if fate < self.kill_rate / 2 and self.model is not None:  # dies in the middle of its reads
+                self.model.fail_at_call = self.model.calls + 1 + int(fate * 1000) % 5
+            try:
+                rows = self._attempt(part, stop_after=1 if fate < self.kill_rate else None)
+            except ExecutorLost:
+                rows = None
+            finally:
+                if self.model is not None:
+                    self.model.fail_at_call = 0
+            if rows is None:
+                continue  # (the executor died: Spark tries the task again)
+            if chance(seed, "copy", batch, index, attempt, self.generation) < self.copy_rate:
+                self.done["copies"] += 1
+                assert self._attempt(part, stop_after=None) == rows, "a speculative copy read other rows"
+            return rows
+        raise AssertionError(f"task {index} of batch {batch} failed four times")
+
+    def _attempt(self, part: object, stop_after: int | None) -> list[tuple[str, int]] | None:
+        reader, partition = pickle.loads(pickle.dumps((self.reader, part)))  # (as Spark ships them)
+        rows = []
+        for taken, record_batch in enumerate(reader.read(partition)):
+            if stop_after is not None and taken >= stop_after:
+                self.done["killed after its record"] += 1
+                return None
+            for name, new, keys in zip(
+                record_batch.column("eventName").to_pylist(),
+                record_batch.column("newImage").to_pylist(),
+                record_batch.column("keys").to_pylist(),
+                strict=True,
+            ):
+                version = json.loads(new)["version"] if new else 0
+                rows.append((json.loads(keys)["id"], int(version) if name != "REMOVE" else -1))
+        return rows
 
 
 @pytest.fixture
@@ -141,7 +180,9 @@ def test_a_week_of_rollovers_splits_and_late_children_is_read_once_in_item_order
         "maxFetchTimeMs": "2000",
         "idlePollIntervalMs": "500",
     }
-    query = Query(options)
+    query = Query(options, seed, model=model)
+    query.kill_rate, query.copy_rate = 0.1, 0.1  # (tasks killed mid-read or after their record; copies)
+    model.throttle_rate = 0.05
     query.start()
     made: list[tuple[str, int]] = []
     stopped_until = None
@@ -182,6 +223,8 @@ def test_a_week_of_rollovers_splits_and_late_children_is_read_once_in_item_order
             break
     assert changes["splits"] >= 2 and changes["rollovers"] >= 5 and changes["late"] >= 2
     assert changes["restarts"] >= 3
+    assert model.faults["lost"] >= 3 and model.faults["throttled"] >= 10, model.faults
+    assert query.done["killed after its record"] >= 3 and query.done["copies"] >= 3, query.done
     read = [row for batch in sorted(query.rows) for row in query.rows[batch]]
     assert sorted(read) == sorted(made), "every change exactly once"
     for key in KEYS:  # each item's changes in the order they were made
@@ -189,7 +232,8 @@ def test_a_week_of_rollovers_splits_and_late_children_is_read_once_in_item_order
 
 
 def _restarted(query: Query) -> Query:
-    again = Query(query.options)
+    again = Query(query.options, query.seed, query.generation + 1, query.model)
+    again.kill_rate, again.copy_rate, again.done = query.kill_rate, query.copy_rate, query.done
     again.offsets, again.commits, again.rows = query.offsets, query.commits, query.rows
     again.start()
     return again

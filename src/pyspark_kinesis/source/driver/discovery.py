@@ -26,6 +26,11 @@ from .named_positions import check_start_in_retention, named_ends, named_starts
 from .preflight import stream_identities
 
 log = logging.getLogger(__name__)
+# The calls a listing makes, and the IAM actions they need, per service.
+LISTING_CALLS = {
+    "kinesis": ("ListShards, DescribeStreamSummary", "kinesis:ListShards and kinesis:DescribeStreamSummary"),
+    "dynamodb": ("DescribeStream", "dynamodb:DescribeStream"),
+}
 
 
 def now_ms() -> int:
@@ -267,17 +272,17 @@ class ShardDiscovery:
             stream.failures += 1  # (once per interval: a closure's forced listings retry within one)
             stream.failed_ms = now
         if stream.failures >= DISCOVERY_FAILURES:
+            calls = LISTING_CALLS["dynamodb" if ":dynamodb:" in key else "kinesis"]
             raise StreamAccessError(
-                f"{stream_words(key)}: shard discovery (ListShards, DescribeStreamSummary) failed "
-                f"{stream.failures} times in a row, each after botocore's retries: {exc}. Without it the "
-                "children of a split or merge are never read. Check that the credentials may call "
-                "kinesis:ListShards and kinesis:DescribeStreamSummary on the stream (AccessDenied), or "
-                "the account's control-plane limits (throttling), and start the query again: it goes on "
-                "from its checkpoint."
+                f"{stream_words(key)}: shard discovery ({calls[0]}) failed {stream.failures} times in a "
+                f"row, each after botocore's retries: {exc}. Without it the children of a split or merge "
+                f"are never read. Check that the credentials may call {calls[1]} on the stream "
+                "(AccessDenied), or the account's control-plane limits (throttling), and start the query "
+                "again: it goes on from its checkpoint."
             ) from None
         log.warning(
-            "Kinesis stream %s: shard discovery failed (%d of %d in a row before the query fails), retried "
-            "at the next interval: %s", key, stream.failures, DISCOVERY_FAILURES, exc,
+            "%s: shard discovery failed (%d of %d in a row before the query fails), retried at the next "
+            "interval: %s", stream_words(key), stream.failures, DISCOVERY_FAILURES, exc,
         )  # fmt: skip
 
     def _apply(
