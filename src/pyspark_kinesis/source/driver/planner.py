@@ -354,9 +354,11 @@ class Planner:
         its streams are listed again, so that what aged out since it was planned is reported."""
         again = self.ledger.planned_before(start)
         if again is not None:
+            read = self.ledger.read_before(again)
             for key, states in again.streams.items():
                 if self.config.stream(key) is not None:
-                    self.discovery.refresh(key, dict(states), force=False, cutoff_ms=None)
+                    first = steps.read_first(key, states, read)
+                    self.discovery.refresh(key, first, force=False, cutoff_ms=None)
         return again
 
     def _discover(
