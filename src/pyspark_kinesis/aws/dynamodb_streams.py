@@ -20,7 +20,6 @@ and the source's planner, lineage rule and read loop serve both. What differs st
 from __future__ import annotations
 
 import datetime
-import random
 import time
 from typing import Any
 
@@ -32,9 +31,9 @@ from ..config.stream_specs import StreamSpec
 from ..errors import StreamAccessError, StreamNotFoundError
 from ..model import LATEST, Position, ShardInfo, StreamIdentity
 from .client import dynamodb_streams_client
-from .error_kinds import CREDENTIAL_CODES, is_retryable
+from .error_kinds import CREDENTIAL_CODES
 from .get_records import Records
-from .kinesis import TipAnswer, look_past_tip
+from .kinesis import TipAnswer, look_past_tip, retried
 
 DESCRIBE_LIMIT = 100  # shards per DescribeStream call, the service's most
 DESCRIBE_ROUNDS = 8  # a throttled or failed DescribeStream page is asked for again this many times at most
@@ -197,16 +196,11 @@ class StreamsProxy:
         (DESCRIBE_ROUNDS, with backoff): a large table's listing is many pages against a 10 calls/s
         limit, and one throttled page would otherwise fail the whole listing (found by the simulation:
         six such listings in a row failed a query)."""
-        for attempt in range(DESCRIBE_ROUNDS):
-            try:
-                return dict(self.client.describe_stream(StreamArn=self.arn, **kwargs)["StreamDescription"])
-            except ClientError as exc:
-                if not is_retryable(exc) or attempt + 1 == DESCRIBE_ROUNDS:
-                    raise describe_failure(exc, self.spec) from None
-            except BotoCoreError as exc:
-                raise describe_failure(exc, self.spec) from None
-            time.sleep(random.uniform(0.5, 1.0) * min(5.0, 0.2 * 2**attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return retried(
+            lambda: dict(self.client.describe_stream(StreamArn=self.arn, **kwargs)["StreamDescription"]),
+            DESCRIBE_ROUNDS,
+            lambda exc: describe_failure(exc, self.spec),
+        )
 
     def identity(self) -> StreamIdentity:
         """The stream's ARN and creation time. A stream is never re-created under its ARN (re-enabling

@@ -118,18 +118,13 @@ class KinesisProxy:
     def summary(self) -> dict[str, Any]:
         """DescribeStreamSummary, or a clear error (`StreamNotFoundError` when it does not exist).
         Throttling and 5xx left after botocore's attempts are tried again (see `SUMMARY_ROUNDS`)."""
-        for attempt in range(SUMMARY_ROUNDS):
-            try:
-                return dict(
-                    self.client.describe_stream_summary(**self.spec.api_args())["StreamDescriptionSummary"]
-                )
-            except ClientError as exc:
-                if not is_retryable(exc) or attempt + 1 == SUMMARY_ROUNDS:
-                    raise describe_failure(exc, self.spec) from None
-            except BotoCoreError as exc:
-                raise describe_failure(exc, self.spec) from None
-            time.sleep(random.uniform(0.5, 1.0) * min(5.0, 0.2 * 2**attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return retried(
+            lambda: dict(
+                self.client.describe_stream_summary(**self.spec.api_args())["StreamDescriptionSummary"]
+            ),
+            SUMMARY_ROUNDS,
+            lambda exc: describe_failure(exc, self.spec),
+        )
 
     def max_record_bytes(self) -> int:
         """The largest record (payload and partition key) the stream takes: MaxRecordSizeInKiB, which
@@ -290,6 +285,23 @@ class TipAnswer:
     iterator: str | None = None
     failure: str = ""
     denied: bool = False
+
+
+def retried(
+    call: Callable[[], dict[str, Any]], rounds: int, failure: Callable[[Exception], Exception]
+) -> dict[str, Any]:
+    """A control-plane call, with throttling and 5xx left after botocore's attempts tried again up to
+    `rounds` times, with backoff; `failure` makes the error a user reads of what ends it."""
+    for attempt in range(rounds):
+        try:
+            return call()
+        except ClientError as exc:
+            if not is_retryable(exc) or attempt + 1 == rounds:
+                raise failure(exc) from None
+        except BotoCoreError as exc:
+            raise failure(exc) from None
+        time.sleep(random.uniform(0.5, 1.0) * min(5.0, 0.2 * 2**attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def look_past_tip(proxy: Any, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
