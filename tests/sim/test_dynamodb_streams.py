@@ -40,6 +40,14 @@ from .store import SimStore
 METADATA = "sim://metadata"
 HOUR_MS, MINUTE_MS = 3_600_000, 60_000
 KEYS = [f"item-{n}" for n in range(40)]
+OPTIONS = {  # (a table's stream, from its oldest change, on the model: its endpoint is never reached)
+    "service": "dynamodb",
+    "streamName": "orders",
+    "region": "us-east-1",
+    "endpointUrl": "http://127.0.0.1:9",
+    "metadataPath": METADATA,
+    "startingPosition": "TRIM_HORIZON",
+}
 
 
 class Query:
@@ -170,12 +178,7 @@ def world(monkeypatch):
 def test_a_week_of_rollovers_splits_and_late_children_is_read_once_in_item_order(world):
     clock, model, seed = world
     options = {
-        "service": "dynamodb",
-        "streamName": "orders",
-        "region": "us-east-1",
-        "endpointUrl": "http://127.0.0.1:9",
-        "metadataPath": METADATA,
-        "startingPosition": "TRIM_HORIZON",
+        **OPTIONS,
         "shardDiscoveryIntervalMs": "30000",
         "maxFetchTimeMs": "2000",
         "idlePollIntervalMs": "500",
@@ -244,14 +247,7 @@ def test_changes_that_aged_out_while_the_query_was_stopped_are_a_loud_loss(world
     failOnDataLoss (the default) it fails naming the shard; with failOnDataLoss=false it goes on and
     reads every change still there exactly once."""
     clock, model, _seed = world
-    options = {
-        "service": "dynamodb",
-        "streamName": "orders",
-        "region": "us-east-1",
-        "endpointUrl": "http://127.0.0.1:9",
-        "metadataPath": METADATA,
-        "startingPosition": "TRIM_HORIZON",
-    }
+    options = dict(OPTIONS)
     query = Query(options)
     query.start()
     for n in range(5):
