@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pyspark_kinesis.aws.kinesis import TipAnswer
+from pyspark_kinesis.aws.tip_look import TipAnswer
 from pyspark_kinesis.config.stream_specs import StreamSpec
 from pyspark_kinesis.errors import StreamAccessError, StreamRecreatedError
 from pyspark_kinesis.model import Position, ShardInfo, StreamIdentity

@@ -33,7 +33,8 @@ from ..model import LATEST, Position, ShardInfo, StreamIdentity
 from .client import dynamodb_streams_client
 from .error_kinds import CREDENTIAL_CODES
 from .get_records import Records
-from .kinesis import TipAnswer, look_past_tip, retried
+from .kinesis import retried
+from .tip_look import TipAnswer, look_past_tip
 
 DESCRIBE_LIMIT = 100  # shards per DescribeStream call, the service's most
 DESCRIBE_ROUNDS = 8  # a throttled or failed DescribeStream page is asked for again this many times at most

@@ -7,7 +7,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import (
@@ -25,11 +25,9 @@ from ..model import Position, ShardInfo, StreamIdentity
 from .client import kinesis_client
 from .error_kinds import (
     CREDENTIAL_CODES,
-    error_code,
-    is_expired_iterator,
-    is_foreign_sequence_number,
     is_retryable,
 )
+from .tip_look import TipAnswer, look_past_tip
 
 MAX_MALFORMED = 8  # unreadable responses in a row before a call is given up
 # DescribeStreamSummary is limited to 20 calls per second per account: throttled calls (left after
@@ -271,22 +269,6 @@ class KinesisProxy:
         )
 
 
-@dataclass(frozen=True)
-class TipAnswer:
-    """What one look at a shard last found at the tip says (`KinesisProxy.look_past_tip`).
-
-    `news`: True when the shard has something for a batch to read (a record, its end, or the server
-    says it is behind), False when it has nothing yet, None when the look told nothing (throttled).
-    `iterator`: where the next look goes on from (None: obtain a new one). `failure`: why a look
-    failed, in which case `news` is True, so a batch's read decides as it would have without looks;
-    `denied` when the credentials may not call GetShardIterator/GetRecords."""
-
-    news: bool | None
-    iterator: str | None = None
-    failure: str = ""
-    denied: bool = False
-
-
 def retried(
     call: Callable[[], dict[str, Any]], rounds: int, failure: Callable[[Exception], Exception]
 ) -> dict[str, Any]:
@@ -302,48 +284,6 @@ def retried(
             raise failure(exc) from None
         time.sleep(random.uniform(0.5, 1.0) * min(5.0, 0.2 * 2**attempt))
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def look_past_tip(proxy: Any, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
-    """(`proxy`: a stream's proxy of either service: `shard_iterator` and `get_records` are all it needs.)
-    Whether a shard has anything at or after `position`: one GetRecords of at most one record
-    from `iterator` (or a new iterator at `position`), whose record is not kept (a batch's task
-    reads it, so its end is recorded as every read's is). A position the service refuses as a
-    sequence number it does not know (the record aged out) is looked at from the oldest record
-    left: every record left is after it. (Found by the simulation: a quiet shard whose last record
-    aged out failed every look on such a service, and each failed look ran a batch that read
-    nothing, trigger after trigger.)"""
-    for _attempt in range(2):  # an expired iterator is obtained again once
-        try:
-            if iterator is None:
-                iterator = _look_iterator(proxy, shard_id, position)
-            response = proxy.get_records(iterator, 1)
-        except ClientError as exc:
-            if is_expired_iterator(exc) and iterator is not None:
-                iterator = None
-                continue
-            if error_code(exc) in CREDENTIAL_CODES:
-                return TipAnswer(True, failure=f"{error_code(exc)}: {exc}", denied=True)
-            if is_retryable(exc):
-                return TipAnswer(None, iterator)
-            return TipAnswer(True, failure=f"{error_code(exc)}: {exc}")
-        except (BotoCoreError, StreamAccessError) as exc:
-            return TipAnswer(True, failure=f"{exc.__class__.__name__}: {exc}")
-        following = response.get("NextShardIterator")
-        behind = int(response.get("MillisBehindLatest") or 0)
-        if response["Records"] or following is None or behind > 0:
-            return TipAnswer(True)
-        return TipAnswer(False, str(following))
-    return TipAnswer(None)
-
-
-def _look_iterator(proxy: Any, shard_id: str, position: Position) -> str:
-    try:
-        return proxy.shard_iterator(shard_id, position)
-    except ClientError as exc:
-        if position.anchor is None or not is_foreign_sequence_number(exc):
-            raise
-        return proxy.shard_iterator(shard_id, Position.trim_horizon())
 
 
 def sink_target(settings: AwsSettings, stream: str) -> StreamSpec:

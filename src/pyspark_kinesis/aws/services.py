@@ -12,7 +12,8 @@ from typing import Any, Protocol
 from ..config.stream_specs import DYNAMODB, StreamSpec
 from ..errors import StreamNotFoundError
 from ..model import Position, ShardInfo, StreamIdentity
-from .kinesis import KinesisProxy, TipAnswer
+from .kinesis import KinesisProxy
+from .tip_look import TipAnswer
 
 
 class StreamProxy(Protocol):

@@ -1,4 +1,4 @@
-"""The driver's look at an idle shard (`KinesisProxy.look_past_tip`) against a scripted client: what a
+"""The driver's look at an idle shard (`aws.tip_look.look_past_tip`) against a scripted client: what a
 record, an empty page, a closed shard's end and a refused position each answer."""
 
 from __future__ import annotations
@@ -7,12 +7,14 @@ from typing import Any
 
 from pyspark_kinesis.aws.get_records import Records
 from pyspark_kinesis.aws.kinesis import KinesisProxy
+from pyspark_kinesis.aws.tip_look import LOOK_PAGES
 from pyspark_kinesis.config.aws_settings import AwsSettings
 from pyspark_kinesis.config.stream_specs import StreamSpec
 from pyspark_kinesis.model import Position
 from tests.unit.scripted import client_error, records
 
 EMPTY = Records.from_lists([], [], [], [])
+AFTER_4 = Position.after("4")
 
 
 class Client:
@@ -41,8 +43,13 @@ def proxy(client: Client) -> KinesisProxy:
 
 
 def test_a_record_or_a_closed_shards_end_is_news_an_empty_page_at_the_tip_is_not():
-    page = {"Records": records([5]), "NextShardIterator": "n", "MillisBehindLatest": 0}
-    assert proxy(Client(["it"], [page])).look_past_tip("s", Position.after("4"), None).news is True
+    page = {
+        "Records": records([5], arrival=1_700_000_000.25),
+        "NextShardIterator": "n",
+        "MillisBehindLatest": 0,
+    }
+    answer = proxy(Client(["it"], [page])).look_past_tip("s", Position.after("4"), None)
+    assert answer.news is True and answer.first_ms == 1_700_000_000_250  # (when the tip moved on)
     ended = {"Records": EMPTY, "MillisBehindLatest": 0}
     assert proxy(Client(["it"], [ended])).look_past_tip("s", Position.after("4"), None).news is True
     empty = {"Records": EMPTY, "NextShardIterator": "next", "MillisBehindLatest": 0}
@@ -74,3 +81,16 @@ def test_another_refusal_is_a_failed_look_that_lets_the_shard_in():
     denied = client_error("InvalidArgumentException", "something else", "GetShardIterator")
     answer = proxy(Client([denied], [])).look_past_tip("s", Position.after("4"), None)
     assert answer.news is True and "InvalidArgumentException" in answer.failure
+
+
+def test_an_empty_page_that_cannot_tell_is_read_past_not_taken_for_the_tip():
+    """DynamoDB Streams answers empty pages in the middle of a shard (its proxy says -1 behind): taken
+    for "nothing new", an AvailableNow run ended with records put before its cutoff unread."""
+    unsure = {"Records": EMPTY, "NextShardIterator": "n1", "MillisBehindLatest": -1}
+    page = {"Records": records([5]), "NextShardIterator": "n2", "MillisBehindLatest": 0}
+    assert proxy(Client(["it"], [unsure, dict(unsure), page])).look_past_tip("s", AFTER_4, None).news is True
+    at_tip = {"Records": EMPTY, "NextShardIterator": "n3", "MillisBehindLatest": 0}
+    answer = proxy(Client(["it"], [unsure, at_tip])).look_past_tip("s", AFTER_4, None)
+    assert answer.news is False and answer.iterator == "n3"
+    endless = proxy(Client(["it"], [dict(unsure) for _ in range(LOOK_PAGES)]))
+    assert endless.look_past_tip("s", AFTER_4, None).news is None  # (told nothing: the batch reads it)

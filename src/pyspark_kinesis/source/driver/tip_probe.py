@@ -15,7 +15,11 @@ have aged out within the retention of T. Without it, a quiet spell longer than t
 weekend) turned the first new record into a false data loss, since only recorded batch ends renewed
 the tip. A look's "nothing" proves that only while the tip known before it is itself within the
 retention: a look at a position whose later records aged out meanwhile (the query stopped for days)
-also finds nothing. So each renewal must follow one still in force (`quiet`).
+also finds nothing. So each renewal must follow one still in force (`quiet`). A look that found a
+record renews the tip too, to when that record arrived: under a renewal in force nothing after P aged
+out, so the record is the first after P, and P was the tip until it came. A shard with news may wait
+for a batch's budget (maxRecordsPerBatch shared by many shards, one batch per availableNow run on
+PySpark 4.0/4.1) longer than the old tip's retention, while its records are still there.
 
 A shard whose tip is not known within the retention is read rather than looked at (see `news`).
 
@@ -32,8 +36,8 @@ import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from ...aws.kinesis import TipAnswer
 from ...aws.services import StreamProxy
+from ...aws.tip_look import TipAnswer
 from ...model import Position, ShardRef, unaged
 from ..state.offsets import ShardState
 
@@ -93,11 +97,16 @@ class TipProbe:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(LOOKS_AT_ONCE, thread_name_prefix="kinesis-look")
             answers = self._pool.map(lambda ref: self._look(ref, due[ref].position), asked)
-            for ref, news in zip(asked, answers, strict=True):
-                if news:
+            for ref, answer in zip(asked, answers, strict=True):
+                if answer.news is not False:  # (a look that told nothing lets the shard in)
                     found.add(ref)
-                else:
-                    self._renew(ref, due[ref], now)
+                # Nothing after the position, or the first record after it arrived at `first_ms`: the
+                # shard was at its tip there until then. (Found by the simulation: a shard a look found
+                # records in, planned no budget for hours by maxRecordsPerBatch, was read from a
+                # position whose tip was older than the retention, and its records, all still there,
+                # were called a possible loss.)
+                if answer.news is False or answer.first_ms > 0:
+                    self._renew(ref, due[ref], now, min(now, answer.first_ms or now))
         for ref in due:
             self._looked[ref] = now
         return found
@@ -108,11 +117,14 @@ class TipProbe:
         kept = self.quiet.get(ref)
         return max(state.tip_ms, kept[1] if kept is not None and kept[0] == state.position else 0)
 
-    def _renew(self, ref: ShardRef, state: ShardState, now: int) -> None:
-        """A look at `now` (taken before the call: the answer shows the shard at or after it) found nothing
-        after the state's position: the tip is renewed, if the tip known before still holds."""
-        if unaged(self.tip_at(ref, state), now, self._retention_ms(ref[0])):
-            self.quiet[ref] = (state.position, now)
+    def _renew(self, ref: ShardRef, state: ShardState, now: int, at: int) -> None:
+        """A look at `now` (taken before the call: the answer shows the shard at or after it) showed the
+        shard at its tip at the state's position until `at`: the tip is renewed, if the tip known before
+        still holds (then no record after the position aged out before the look, so the first one it
+        found is the first after the position)."""
+        known = self.tip_at(ref, state)
+        if unaged(known, now, self._retention_ms(ref[0])) and at > known:
+            self.quiet[ref] = (state.position, at)
 
     def seed(self, noted: Mapping[ShardRef, tuple[Position, int]]) -> None:
         """Renewals a run before this one noted under metadataPath (`Ledger.note_quiet`), where newer."""
@@ -121,7 +133,7 @@ class TipProbe:
             if kept is None or kept[0] != position or kept[1] < at:
                 self.quiet[ref] = (position, at)
 
-    def _look(self, ref: ShardRef, position: Position) -> bool:
+    def _look(self, ref: ShardRef, position: Position) -> TipAnswer:
         key, sid = ref
         kept = self._iterators.pop(ref, None)
         fresh = kept is not None and kept[0] == position and self._clock() - kept[2] < ITERATOR_FOR_MS
@@ -143,7 +155,7 @@ class TipProbe:
             )
         if answer.iterator is not None:  # a next iterator: valid 5 minutes from now
             self._iterators[ref] = (position, answer.iterator, self._clock())
-        return answer.news is not False  # (a look that told nothing lets the shard in)
+        return answer
 
     def forget(self, idle: set[ShardRef], readable: set[ShardRef]) -> None:
         """Drop the iterators of shards no longer idle (read since, finished, or gone), and the renewals

@@ -8,7 +8,7 @@ longer than the retention failed the query with a data loss that did not happen.
 
 from __future__ import annotations
 
-from pyspark_kinesis.aws.kinesis import TipAnswer
+from pyspark_kinesis.aws.tip_look import TipAnswer
 from pyspark_kinesis.model import MIN_RETENTION_MS, Position, ShardRef, unaged
 from pyspark_kinesis.source.driver.ledger import QUIET_NOTE_EVERY_MS
 from pyspark_kinesis.source.state.batch_log import QUIET_PREFIX, batch_folder

@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from pyspark_kinesis.aws.kinesis import TipAnswer
+from pyspark_kinesis.aws.tip_look import TipAnswer
 from pyspark_kinesis.model import Position, ShardRef
 from pyspark_kinesis.source.driver import tip_probe
 from pyspark_kinesis.source.driver.tip_probe import ITERATOR_FOR_MS, TipProbe
@@ -153,3 +153,27 @@ def test_many_idle_shards_are_each_looked_at_once(count):
     refs = [ShardRef(A, f"s{n}") for n in range(count)]
     run.news(idle(*refs), now=10_000)
     assert sorted(sid for _k, sid, *_r in looks.asked) == sorted(r.shard for r in refs)
+
+
+def test_a_look_that_found_a_record_renews_the_tip_to_when_it_arrived_while_the_old_tip_holds():
+    """Found by the simulation (regression `news-a-look-found-renews-the-tip`): a shard a look found
+    records in waited for a batch's budget past its old tip's retention, and its records, all still
+    there, were called a possible loss. Its position was the tip until the first record after it came."""
+    run, looks, _clock = probe()
+    now = 100 * 3_600_000
+    held, lapsed = ShardRef(A, "s0"), ShardRef(A, "s1")
+    arrived = now - 2 * 3_600_000
+    looks.answers = {sid: TipAnswer(True, first_ms=arrived) for sid in ("s0", "s1")}
+    states = {
+        held: ShardState(AT, idle=True, tip_ms=now - 20 * 3_600_000),
+        lapsed: ShardState(AT, idle=True, tip_ms=now - 24 * 3_600_000),
+    }
+    assert run.news(states, now=now) == {held, lapsed}
+    # (records after the lapsed one's position may have aged out before the look: its read says so)
+    assert run.quiet == {held: (AT, arrived)}
+    looks.answers = {"s0": TipAnswer(True, first_ms=now + 5_000)}  # (a service clock ahead of ours)
+    assert run.news({held: states[held]}, now=now + 10_000, every=True) == {held}
+    assert run.quiet[held] == (AT, now + 5_000)
+    looks.answers = {"s0": TipAnswer(True)}  # (a closed shard's end: nothing arrived to tell when)
+    run.news({held: states[held]}, now=now + 20_000, every=True)
+    assert run.quiet[held] == (AT, now + 5_000)
