@@ -15,6 +15,7 @@ import json
 import logging
 import pickle
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -50,6 +51,10 @@ OPTIONS = {  # (a table's stream, from its oldest change, on the model: its endp
 }
 
 
+class QueryFailed(Exception):
+    """A task failed spark.task.maxFailures times: Spark fails the query, and its job restarts it."""
+
+
 class Query:
     """Spark's side, reduced: the offset log, the commit log, a restart that runs the last logged batch
     again when it was not committed, a replayed batch's rows replacing its first attempt's."""
@@ -63,7 +68,7 @@ class Query:
     ) -> None:
         self.options, self.seed, self.generation, self.model = options, seed, generation, model
         self.kill_rate = self.copy_rate = 0.0
-        self.done = {"killed after its record": 0, "copies": 0}
+        self.done = {"killed after its record": 0, "copies": 0, "failed": 0}
         self.offsets: dict[int, str] = {}
         self.commits: set[int] = set()
         self.rows: dict[int, list[tuple[str, int]]] = {}
@@ -132,7 +137,8 @@ class Query:
                 self.done["copies"] += 1
                 assert self._attempt(part, stop_after=None) == rows, "a speculative copy read other rows"
             return rows
-        raise AssertionError(f"task {index} of batch {batch} failed four times")
+        self.done["failed"] += 1
+        raise QueryFailed(f"task {index} of batch {batch} failed four times")
 
     def _attempt(self, part: object, stop_after: int | None) -> list[tuple[str, int]] | None:
         reader, partition = pickle.loads(pickle.dumps((self.reader, part)))  # (as Spark ships them)
@@ -149,6 +155,9 @@ class Query:
             ):
                 version = json.loads(new)["version"] if new else 0
                 rows.append((json.loads(keys)["id"], int(version) if name != "REMOVE" else -1))
+        if stop_after is not None:  # (its rows all read, the executor dies before the task ends)
+            self.done["killed after its record"] += 1
+            return None
         return rows
 
 
@@ -209,7 +218,7 @@ def test_a_week_of_rollovers_splits_and_late_children_is_read_once_in_item_order
                 model.rollover(shard.sid, late)
                 changes["rollovers"] += 1
             if chance(seed, "stop", step) < 0.3:  # stopped between parent and child, a batch not committed
-                query.trigger(commit=False)
+                query, _ = _surviving(query, functools.partial(query.trigger, commit=False))
                 stopped_until = step + 1 + int(chance(seed, "down", step) * 24)
                 continue
         if stopped_until is not None:
@@ -218,11 +227,12 @@ def test_a_week_of_rollovers_splits_and_late_children_is_read_once_in_item_order
             query = _restarted(query)
             stopped_until = None
             changes["restarts"] += 1
-        query.trigger()
+        query, _ = _surviving(query, query.trigger)
     for _drain in range(200):  # then until nothing is left (bounded)
         clock.advance_ms(MINUTE_MS)
         listed = all(s.listed_from_ms <= clock.now_ms for s in model.shards.values())
-        if not query.trigger() and listed and not query.trigger():
+        query, ran = _surviving(query, query.trigger)
+        if not ran and listed and not _surviving(query, query.trigger)[1]:
             break
     assert changes["splits"] >= 2 and changes["rollovers"] >= 5 and changes["late"] >= 2
     assert changes["restarts"] >= 3
@@ -235,11 +245,26 @@ def test_a_week_of_rollovers_splits_and_late_children_is_read_once_in_item_order
 
 
 def _restarted(query: Query) -> Query:
-    again = Query(query.options, query.seed, query.generation + 1, query.model)
-    again.kill_rate, again.copy_rate, again.done = query.kill_rate, query.copy_rate, query.done
-    again.offsets, again.commits, again.rows = query.offsets, query.commits, query.rows
-    again.start()
-    return again
+    for generation in range(query.generation + 1, query.generation + 4):  # (bounded)
+        again = Query(query.options, query.seed, generation, query.model)
+        again.kill_rate, again.copy_rate, again.done = query.kill_rate, query.copy_rate, query.done
+        again.offsets, again.commits, again.rows = query.offsets, query.commits, query.rows
+        try:
+            again.start()  # (runs the batch the failed query left uncommitted)
+        except QueryFailed:
+            query = again
+            continue
+        return again
+    raise AssertionError("a restarted query failed three times in a row")
+
+
+def _surviving(query: Query, trigger: Callable[[], bool]) -> tuple[Query, bool]:
+    """A trigger; when a task failed four times (ten in a hundred attempts die, so over a week of
+    batches it happens), the query fails and is restarted from its checkpoint, as a job would be."""
+    try:
+        return query, trigger()
+    except QueryFailed:
+        return _restarted(query), True
 
 
 def test_changes_that_aged_out_while_the_query_was_stopped_are_a_loud_loss(world):

@@ -135,7 +135,7 @@ SOURCE_OPTIONS: tuple[Option, ...] = (
         "idlePollIntervalMs",
         "A shard found at the tip is looked at by the driver (one GetRecords of one record) no more often "
         "than this, and read by a batch only when a look finds something (under fan-out, also how long a "
-        "read waits for a push).",
+        "read waits for a push). 1500 by default with service=dynamodb (a look there takes up to three calls).",
         default=500,
         kind=INT,
         minimum=0,

@@ -244,3 +244,11 @@ def test_the_readmes_option_table_names_declared_options_with_their_declared_def
                 default_cell,
                 declared,
             )
+
+
+def test_a_tables_stream_looks_at_a_quiet_shard_less_often_unless_told():
+    """A DynamoDB Streams look takes up to three GetRecords (empty pages mid-shard say nothing certain):
+    every 500 ms that would pass the service's five reads per second of a shard."""
+    table = BASE | {"service": "dynamodb"}
+    assert parse_options(table, streaming=True).idle_poll_interval_ms == 1500
+    assert parse_options(table | {"idlePollIntervalMs": "700"}, streaming=True).idle_poll_interval_ms == 700

@@ -343,7 +343,7 @@ class Planner:
             return readable
         # AvailableNow looks at every idle shard once, whenever it was read last: one not looked at
         # would end the run with what arrived since unread.
-        states = {ref: streams[ref[0]][ref[1]] for ref in idle}
+        states = {ref: streams[ref[0]][ref[1]] for ref in sorted(idle)}  # (in order: the same calls each run)
         found = self.probe.news(states, self.clock(), every=self.cutoff_ms is not None)
         if self.cutoff_ms is not None:
             self.shape.drained_by_look(idle - found, self.cutoff_ms)
