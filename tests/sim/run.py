@@ -508,16 +508,18 @@ class World:
         for _attempt in range(SPARK_TASK_ATTEMPTS):
             # (each attempt's rows carry their own uids, so a reader of the stream tells the attempts apart)
             rows = [(key, self._uid()) for key in keys]
+            # (the records already there hold none of these uids: the read-back starts after them)
+            before = {sid: len(shard.recs) for sid, shard in self.out.shards.items()}
             try:
                 self._sink_attempt(rows, args, listed)
             except StreamAccessError as exc:
-                self._sink_read_back(rows, complete=False)
+                self._sink_read_back(rows, before, complete=False)
                 if self.model.faults.until_ms <= self.clock.now_ms - 600_000:
                     raise Violation(
                         "sink-failed", f"outside an outage: {exc}", self.oracle.now(self.clock.now_ms)
                     ) from None
                 continue
-            self._sink_read_back(rows, complete=True)
+            self._sink_read_back(rows, before, complete=True)
             self.figures.sink_rows += len(rows)
             return
         self.figures.sink_failures += (
@@ -578,13 +580,15 @@ class World:
                     self.oracle.now(self.clock.now_ms),
                 )
 
-    def _sink_read_back(self, rows: list[tuple[str, int]], complete: bool) -> None:
-        """The output stream read as the KCL reads it (misplaced user records dropped), for one attempt."""
+    def _sink_read_back(self, rows: list[tuple[str, int]], before: dict[str, int], complete: bool) -> None:
+        """The output stream read as the KCL reads it (misplaced user records dropped), for one attempt:
+        each shard from the record count it had when the attempt began (`before`), not from its start,
+        so that a long run's read-backs do not grow with everything written before."""
         mine = {uid for _k, uid in rows}
         seen: dict[str, list[int]] = {}
         put = 0
-        for shard in self.out.shards.values():
-            for rec in shard.recs:
+        for sid, shard in self.out.shards.items():
+            for rec in shard.recs[before.get(sid, 0) :]:
                 users = deaggregate(rec.data) or [(rec.key or "", rec.explicit, rec.data)]
                 for key, explicit, data in users:
                     uid = uid_of(data)
