@@ -130,11 +130,6 @@ class Ledger:
         self._known(batch, marker)
         return SourceOffset.from_json(marker.offset)
 
-    def read_before(self, offset: SourceOffset) -> set[ShardRef]:
-        """The shards of a re-planned batch that its first attempt's tasks read (their records say so)."""
-        ends = (self.log.read(offset.token, offset.batch, task) for task in offset.tasks())
-        return {ref for end in ends if end is not None for ref in end.shards}
-
     def mark_planned(self, start: SourceOffset, offset: SourceOffset, listed: Listed) -> SourceOffset:
         """Record `offset` as batch `start.batch + 1`'s plan before Spark sees it, with what the listing
         said of its shards; the offset that stands (another attempt's, when this one lost the race to

@@ -55,17 +55,6 @@ def renewed(streams: Streams, quiet: Mapping[ShardRef, tuple[Position, int]]) ->
     return out
 
 
-def read_first(key: str, states: Mapping[str, ShardState], read: set[ShardRef]) -> dict[str, ShardState]:
-    """A re-planned batch's states as its first attempt left them, for the listing that reports what aged
-    out since it was planned: a shard that attempt read (its task's record says so) is not one "never
-    read", whose oldest records may have aged out with its parents (found by the simulation: children
-    read empty before a crash were called unread when their parents left the listing, a false loss; the
-    batch's replay checks those reads exactly)."""
-    return {
-        sid: replace(s, polled_ms=s.polled_ms or 1) if (key, sid) in read else s for sid, s in states.items()
-    }
-
-
 def holders_of(ends: Mapping[ShardRef, ShardEnd]) -> dict[ShardRef, str]:
     """Where each shard's last read kept its continuation (`ShardEnd.holder`): a hint for the next
     batch's tasks (`task_plans.plan_tasks`)."""

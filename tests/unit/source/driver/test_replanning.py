@@ -46,6 +46,32 @@ def test_a_batch_planned_again_gets_the_offset_it_was_planned_with():
     assert again.to_json() == second.to_json()
 
 
+def test_a_batch_planned_again_a_day_later_is_not_listed_against_its_plan():
+    """Found by the simulation (seeds 101,998 and 102,935: asynchronous progress tracking, a re-plan a
+    day after the plan): batch 1's first attempt read both shards to their end; a day later they have
+    left the listing. Listed against the plan's states (shards not yet read), they were called expired
+    unread, a false loss that failed the query. The replay checks its reads exactly instead."""
+    h = one_stream()
+    planner = h.planner()
+    first = planner.next_offset(planner.initial_offset(), None, None)
+    h.run(first)
+    second = planner.next_offset(first, None, None)
+    h.kinesis.shards[A] = [
+        shard("s0", high=2**127 - 1, closed=True),
+        shard("s1", low=2**127, closed=True),
+        shard("c", "s0", "s1"),
+    ]
+    ended = {
+        (A, sid): read(second.state((A, sid)).position, 5, tip=True, end=Position.shard_end())
+        for sid in ("s0", "s1")
+    }
+    h.run(second, ended)
+    h.clock.now += 30 * 3_600_000
+    h.kinesis.shards[A] = [shard("c", "s0", "s1")]  # (the parents are past retention)
+    again = h.planner().next_offset(logged(first), None, None)
+    assert again.to_json() == second.to_json()
+
+
 def test_a_batch_planned_again_from_another_start_is_refused():
     h = one_stream()
     planner = h.planner()
