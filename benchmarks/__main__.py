@@ -6,6 +6,8 @@ environment first. Each starts its own local servers on 127.0.0.1, prints its fi
 
 from __future__ import annotations
 
+import os
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -420,6 +422,36 @@ def bench_api(
     console.print(text)
     if write:
         report.write_section(write, "bench-api", text)
+
+
+@app.command("wide")
+def bench_wide(
+    shards: str = typer.Option("100,500,1000,2000", help="Comma-separated shard counts."),
+    seconds: int = typer.Option(60, min=10, max=600, help="Length of each counted window."),
+    write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
+    plot: str = typer.Option("docs/img/wide.png", help="Where the plot goes (with --write)."),
+) -> None:
+    """A running processingTime query on two executors over ever wider streams (issue #65 item 5)."""
+    import tempfile
+    from pathlib import Path
+
+    from . import report, wide
+
+    runs = []
+    for count in [int(s) for s in shards.split(",") if s.strip()]:
+        with tempfile.TemporaryDirectory(prefix="bench-wide-") as work:
+            runs.append(wide.run_wide(count, seconds, Path(work)))
+        console.print(wide.markdown_wide(runs, "", None).splitlines()[-1])
+    command = f"bash scripts/bench.sh wide --shards {shards} --seconds {seconds}"
+    drawn = None
+    if write:
+        Path(plot).parent.mkdir(parents=True, exist_ok=True)
+        wide.draw(runs, plot)
+        drawn = os.path.relpath(plot, Path(write).parent)
+    text = wide.markdown_wide(runs, command, drawn)
+    console.print(text)
+    if write:
+        report.write_section(write, "bench-wide", text)
 
 
 @app.command("offsets")

@@ -90,15 +90,19 @@ class LocalKinesis:
         persist_dir: str | None = None,
         env: dict[str, str] | None = None,
         tls: tuple[str, str] | None = None,
+        shard_limit: int = 1000,
     ) -> None:
         """`tls`: (private key, certificate) PEM files with which kinesalite serves HTTPS instead of HTTP,
-        as Kinesis does (the benchmarks' TLS figures; a client trusts the certificate by AWS_CA_BUNDLE)."""
+        as Kinesis does (the benchmarks' TLS figures; a client trusts the certificate by AWS_CA_BUNDLE).
+        `shard_limit`: the account's shard limit the server enforces (the wide-stream benchmark's streams
+        pass the default)."""
         if kind not in KINDS:
             raise ValueError(f"unknown local Kinesis kind {kind!r}; use one of {', '.join(KINDS)}")
         if tls is not None and kind != "kinesalite":
             raise ValueError(f"a local {kind} serves TLS with its own certificate only; use kinesalite")
         self.kind = kind
         self.tls = tls
+        self.shard_limit = shard_limit
         self.port = port or free_port()
         self.persist_dir = persist_dir
         self.extra_env = env or {}
@@ -128,7 +132,7 @@ class LocalKinesis:
                     "SPLIT_SHARD_DURATION": "0ms",
                     "MERGE_SHARDS_DURATION": "0ms",
                     "UPDATE_SHARD_COUNT_DURATION": "0ms",
-                    "SHARD_LIMIT": "1000",
+                    "SHARD_LIMIT": str(self.shard_limit),
                     "LOG_LEVEL": "WARN",
                 }
             )
@@ -149,7 +153,7 @@ class LocalKinesis:
             "process.on('uncaughtException', function (err) { if (err && err.code === 'ECONNRESET') {"
             " console.error('kinesalite: a client aborted a request (' + err.message + ')'); return; }"
             " console.error(err); process.exit(1); });"
-            "require('kinesalite')({shardLimit: 1000, createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0"
+            f"require('kinesalite')({{shardLimit: {self.shard_limit}, createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0"
             + (f", path: {self.persist_dir!r}" if self.persist_dir else "")
             + (
                 f", ssl: true, key: require('fs').readFileSync({self.tls[0]!r}),"
