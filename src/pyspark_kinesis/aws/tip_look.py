@@ -34,13 +34,15 @@ class TipAnswer:
     failed, in which case `news` is True, so a batch's read decides as it would have without looks;
     `denied` when the credentials may not call GetShardIterator/GetRecords. `first_ms`: when the
     record the look found arrived (epoch ms; 0: no record): the shard was at its tip at the look's
-    position until then (`tip_probe.TipProbe.news`)."""
+    position until then (`tip_probe.TipProbe.news`). `ended`: the shard ends right after the position
+    (no record, no next iterator): it is at its tip there for good."""
 
     news: bool | None
     iterator: str | None = None
     failure: str = ""
     denied: bool = False
     first_ms: int = 0
+    ended: bool = False
 
 
 # GetRecords calls one look makes at most: an expired iterator obtained again, and DynamoDB Streams' empty
@@ -79,7 +81,9 @@ def look_past_tip(proxy: Any, shard_id: str, position: Position, iterator: str |
         found = response["Records"]
         if len(found):
             return TipAnswer(True, first_ms=int(found.arrivals[0].as_py() * 1000))
-        if following is None or behind > 0:
+        if following is None:
+            return TipAnswer(True, ended=True)
+        if behind > 0:
             return TipAnswer(True)
         if behind == 0:
             return TipAnswer(False, str(following))

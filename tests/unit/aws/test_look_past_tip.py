@@ -51,7 +51,11 @@ def test_a_record_or_a_closed_shards_end_is_news_an_empty_page_at_the_tip_is_not
     answer = proxy(Client(["it"], [page])).look_past_tip("s", Position.after("4"), None)
     assert answer.news is True and answer.first_ms == 1_700_000_000_250  # (when the tip moved on)
     ended = {"Records": EMPTY, "MillisBehindLatest": 0}
-    assert proxy(Client(["it"], [ended])).look_past_tip("s", Position.after("4"), None).news is True
+    answer = proxy(Client(["it"], [ended])).look_past_tip("s", Position.after("4"), None)
+    assert answer.news is True and answer.ended  # (at its tip for good: the look renews the tip)
+    behind = {"Records": EMPTY, "NextShardIterator": "n", "MillisBehindLatest": 5}
+    answer = proxy(Client(["it"], [behind])).look_past_tip("s", Position.after("4"), None)
+    assert answer.news is True and not answer.ended and answer.first_ms == 0  # (records, arrived when?)
     empty = {"Records": EMPTY, "NextShardIterator": "next", "MillisBehindLatest": 0}
     answer = proxy(Client(["it"], [empty])).look_past_tip("s", Position.after("4"), None)
     assert answer.news is False and answer.iterator == "next"

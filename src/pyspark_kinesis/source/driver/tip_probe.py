@@ -100,12 +100,12 @@ class TipProbe:
             for ref, answer in zip(asked, answers, strict=True):
                 if answer.news is not False:  # (a look that told nothing lets the shard in)
                     found.add(ref)
-                # Nothing after the position, or the first record after it arrived at `first_ms`: the
-                # shard was at its tip there until then. (Found by the simulation: a shard a look found
-                # records in, planned no budget for hours by maxRecordsPerBatch, was read from a
-                # position whose tip was older than the retention, and its records, all still there,
-                # were called a possible loss.)
-                if answer.news is False or answer.first_ms > 0:
+                # Nothing after the position (yet, or ever: the shard ends there), or the first record
+                # after it arrived at `first_ms`: the shard was at its tip there until then. (Found by
+                # the simulation: a shard a look found records in, planned no budget for hours by
+                # maxRecordsPerBatch, was read from a position whose tip was older than the retention,
+                # and its records, all still there, were called a possible loss.)
+                if answer.news is False or answer.ended or answer.first_ms > 0:
                     self._renew(ref, due[ref], now, min(now, answer.first_ms or now))
         for ref in due:
             self._looked[ref] = now

@@ -174,6 +174,9 @@ def test_a_look_that_found_a_record_renews_the_tip_to_when_it_arrived_while_the_
     looks.answers = {"s0": TipAnswer(True, first_ms=now + 5_000)}  # (a service clock ahead of ours)
     assert run.news({held: states[held]}, now=now + 10_000, every=True) == {held}
     assert run.quiet[held] == (AT, now + 5_000)
-    looks.answers = {"s0": TipAnswer(True)}  # (a closed shard's end: nothing arrived to tell when)
+    looks.answers = {"s0": TipAnswer(True)}  # (behind: records arrived, the look cannot tell when)
     run.news({held: states[held]}, now=now + 20_000, every=True)
     assert run.quiet[held] == (AT, now + 5_000)
+    looks.answers = {"s0": TipAnswer(True, ended=True)}  # (the shard ends right after the position)
+    run.news({held: states[held]}, now=now + 30_000, every=True)
+    assert run.quiet[held] == (AT, now + 30_000)
