@@ -69,7 +69,7 @@ REVERTS = [
         "efo-register-in-one-attempt",
         "#61.6: a stream whose consumer slots are taken costs an efo start minutes",
         "source/driver/discovery.py",
-        '    once = KinesisProxy(spec, agent="planner", max_attempts=1).client',
+        '    once = proxy_for(spec, agent="planner", max_attempts=1).client',
         "    once = client",
     ),
     Revert(
@@ -90,8 +90,8 @@ REVERTS = [
         "closed-idle-shard-is-read",
         "(found) a listed-closed idle shard was only looked at, never read to its end",
         "source/driver/planner.py",
-        "        idle = {ref for ref in idle if not self._listed_closed(ref)}\n",
-        "",
+        "        idle, found = idle - closed, found - closed\n",
+        "        found = found - closed\n",
     ),
     Revert(
         "renewal-outlives-idleness",
@@ -103,9 +103,9 @@ REVERTS = [
     Revert(
         "look-from-the-oldest-record",
         "(found) a look at a trimmed position failed on every trigger: an empty batch each time",
-        "aws/kinesis.py",
-        "            if position.anchor is None or not is_foreign_sequence_number(exc):",
-        "            if True:",
+        "aws/tip_look.py",
+        "        if position.anchor is None or not is_foreign_sequence_number(exc):",
+        "        if True:",
     ),
     Revert(
         "read-when-the-tip-aged",
@@ -134,6 +134,21 @@ REVERTS = [
         "source/executor/loss.py",
         "            if self.tip_ms > 0 and not self.unaged(self.tip_ms):",
         "            if False:",
+    ),
+    Revert(
+        "a-found-record-renews-the-tip",
+        "(found) a shard a look found records in, kept from a batch's budget, was called a loss",
+        "source/driver/tip_probe.py",
+        "                if answer.news is False or answer.ended or answer.first_ms > 0:\n",
+        "                if answer.news is False:\n",
+    ),
+    Revert(
+        "closed-idle-shard-is-looked-at",
+        "(found) a shard that closed while the query was down was never looked at: a false loss",
+        "source/driver/planner.py",
+        "        readable, idle = self.shape.admit(streams, ends, start_cutoff, self.cutoff_ms, self.clock())\n",
+        "        readable, idle = self.shape.admit(streams, ends, start_cutoff, self.cutoff_ms, self.clock())\n"
+        "        idle = {ref for ref in idle if not self._listed_closed(ref)}\n",
     ),
 ]
 

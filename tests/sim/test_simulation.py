@@ -56,3 +56,13 @@ def test_a_schedule_the_simulation_found_a_defect_with_runs_clean(path: Path) ->
 def test_a_known_defect_the_long_run_found_still_fails(path: Path) -> None:
     _figures, violation = run_schedule(Schedule.from_json(path.read_text()))
     assert violation is None, f"{path.name}: {violation}"
+
+
+def test_every_revert_of_a_fix_still_applies_to_the_source():
+    """`python -m tests.sim.reverts` undoes each fix by replacing its text: a fix whose text moved (a
+    refactor) would make its revert report "does not apply" instead of whether the simulation finds
+    the defect (three had gone stale unnoticed)."""
+    from .reverts import REVERTS, SRC
+
+    stale = [r.name for r in REVERTS if (SRC / r.module).read_text().count(r.old) != 1]
+    assert not stale, f"update these reverts: {stale}"
