@@ -12,7 +12,6 @@ counted by caller), and a few records a second arrive at random shards so that b
 from __future__ import annotations
 
 import json
-import os
 import random
 import statistics
 import threading
@@ -21,12 +20,14 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from .local_setup import create_stream, environment, spark_session
+from .process_cpu import spark_jvm
 from .reading import kinesis_client, source_df
 from .report import machine
 
 MASTER = "local-cluster[2,1,1024]"
-PAGE = 4096  # /proc statm counts pages
 
 
 @dataclass
@@ -48,65 +49,27 @@ class WideRun:
         return self.calls.get((agent, operation), 0) / self.shards / self.window_s
 
 
-def _tree(root: int) -> dict[int, tuple[int, str, list[str]]]:
-    """pid -> (parent, name, argv) of every process under `root` (itself included)."""
-    procs: dict[int, tuple[int, str, list[str]]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            argv = [
-                a
-                for a in Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
-                if a
-            ]
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-        procs[int(entry)] = (parent, name, argv)
-    keep, changed = {root}, True
-    while changed:
-        grown = keep | {pid for pid, (parent, _n, _a) in procs.items() if parent in keep}
-        changed, keep = grown != keep, grown
-    return {pid: procs[pid] for pid in keep if pid in procs}
-
-
-def _rss_mib(pid: int) -> float:
+def _rss_mib(process: psutil.Process) -> float:
     try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
-    except OSError:
+        return float(process.memory_info().rss) / 2**20
+    except psutil.Error:  # (ended between the listing and the reading)
         return 0.0
 
 
-def memory_sample(me: int) -> tuple[float, float]:
+def memory_sample() -> tuple[float, float]:
     """(driver, executors) RSS in MiB now. The driver is this Python process (the strict proxy's threads
-    included) and its Spark JVM; executors are the JVMs that JVM started and their Python workers. The
-    local Kinesis server (node) is left out."""
-    tree = _tree(me)
-    driver_jvm = next(
-        (pid for pid, (parent, name, _a) in tree.items() if parent == me and name == "java"), None
-    )
-    driver = _rss_mib(me) + (_rss_mib(driver_jvm) if driver_jvm is not None else 0.0)
-    executors = 0.0
-    for pid, (_parent, name, _argv) in tree.items():
-        if pid in (me, driver_jvm) or name == "node":
-            continue
-        if driver_jvm is not None and _descends(tree, pid, driver_jvm):
-            executors += _rss_mib(pid)
-    return driver, executors
-
-
-def _descends(tree: dict[int, tuple[int, str, list[str]]], pid: int, ancestor: int) -> bool:
-    for _hop in range(64):  # (bounded)
-        parent = tree.get(pid, (0, "", []))[0]
-        if parent == ancestor:
-            return True
-        if parent not in tree:
-            return False
-        pid = parent
-    return False
+    included) and its Spark JVM (`process_cpu.spark_jvm`); executors are every process under that JVM
+    (their JVMs and Python workers). The local Kinesis server, a child of this process, is left out."""
+    me = psutil.Process()
+    try:
+        jvm = psutil.Process(spark_jvm())
+    except (RuntimeError, psutil.Error):
+        return _rss_mib(me), 0.0
+    try:
+        under = jvm.children(recursive=True)
+    except psutil.Error:
+        under = []
+    return _rss_mib(me) + _rss_mib(jvm), sum(_rss_mib(p) for p in under)
 
 
 def tasks_per_batch(checkpoint: str, batches: list[int]) -> list[int]:
@@ -170,7 +133,7 @@ def run_wide(
         first = int(query.lastProgress["batchId"]) if query.lastProgress else -1
         before, start = dict(proxy.calls), time.monotonic()
         while time.monotonic() - start < seconds:
-            driver, executors = memory_sample(os.getpid())
+            driver, executors = memory_sample()
             run.driver_mib, run.executors_mib = max(run.driver_mib, driver), max(run.executors_mib, executors)
             time.sleep(1)
         after = dict(proxy.calls)
