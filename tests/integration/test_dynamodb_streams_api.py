@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from pyspark_kinesis.aws.dynamodb_streams import StreamsProxy, change, is_stream_arn
 from pyspark_kinesis.config.aws_settings import AwsSettings
@@ -213,6 +214,57 @@ def test_a_table_by_name_reads_its_latest_stream():
         },
     ]
     assert scripted(Scripted([], streams), name="t").arn == streams[1]["StreamArn"]
+
+
+def test_a_streams_successor_is_the_tables_newer_stream_over_every_liststreams_page():
+    label = "2026-0{}-01T00:00:00.000".format
+    arn = "arn:aws:dynamodb:us-east-1:1:table/t/stream/{}".format
+    streams = [{"StreamArn": arn(label(n)), "StreamLabel": label(n)} for n in (1, 3, 2)]
+
+    class Paged(Scripted):
+        def list_streams(self, **kwargs: Any) -> dict[str, Any]:
+            self.calls.append(kwargs)
+            at = (
+                [s["StreamArn"] for s in self.streams].index(kwargs["ExclusiveStartStreamArn"]) + 1
+                if ("ExclusiveStartStreamArn" in kwargs)
+                else 0
+            )
+            out: dict[str, Any] = {"Streams": self.streams[at : at + 1]}
+            if at + 1 < len(self.streams):
+                out["LastEvaluatedStreamArn"] = self.streams[at]["StreamArn"]
+            return out
+
+    client = Paged([], streams)
+    assert scripted(client, name=arn(label(1))).successor() == arn(label(3))  # the newest, from page two
+    assert [c.get("ExclusiveStartStreamArn") for c in client.calls] == [None, arn(label(1)), arn(label(3))]
+    assert all(c["TableName"] == "t" for c in client.calls)
+    assert scripted(Paged([], streams), name=arn(label(3))).successor() is None  # the newest has none
+
+
+def test_a_gone_stream_is_deleted_unless_the_table_named_by_name_has_a_newer_one():
+    old, new = (f"arn:aws:dynamodb:us-east-1:1:table/t/stream/2026-0{n}-01T00:00:00.000" for n in (1, 2))
+
+    class Gone(Scripted):
+        def describe_stream(self, **kwargs: Any) -> dict[str, Any]:
+            raise ClientError(
+                {"Error": {"Code": "ResourceNotFoundException", "Message": "gone"}}, "DescribeStream"
+            )
+
+    newer = [{"StreamArn": new, "StreamLabel": "2026-02-01T00:00:00.000"}]
+    by_name = StreamsProxy(
+        StreamSpec("t", AwsSettings(region="us-east-1"), arn=old, service="dynamodb"), agent="planner"
+    )
+    by_name._client = Gone([], newer)
+    by_name.check_same_stream()  # followed: its shards are gone as aged-out ones (the read says so)
+    by_name._client = Gone([], [])
+    with pytest.raises(StreamNotFoundError, match=r"was deleted \(with its table\)"):
+        by_name.check_same_stream()
+    by_arn = StreamsProxy(
+        StreamSpec(old, AwsSettings(region="us-east-1"), arn=old, by_arn=True, service="dynamodb"), agent="x"
+    )
+    by_arn._client = Gone([], newer)  # named by ARN: that stream only
+    with pytest.raises(StreamNotFoundError, match=r"was deleted \(with its table\)"):
+        by_arn.check_same_stream()
 
 
 def test_a_change_keeps_the_services_typed_values_and_says_a_ttl_delete():

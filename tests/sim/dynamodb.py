@@ -4,7 +4,10 @@ What it keeps (../shared/notes/anchors.md, 2026-11-28): a table's stream of shar
 parent and records (sequence numbers that grow with gaps); the service's own shard changes, which
 close a shard and open one child (a rollover) or two (a partition split), a child possibly listed
 only minutes after its parent closed (a late child: the changes written meanwhile are in it already);
-records readable for 24 hours (a position older than that: TrimmedDataAccessException); iterators
+records readable for 24 hours (a position older than that: TrimmedDataAccessException); a stream
+disabled (its open shards closed, readable for 24 hours, then gone: ResourceNotFoundException) and
+enabled again (a new stream, a new ARN and label, one open shard; changes made while the stream was
+disabled are in no stream); iterators
 that expire after 15 minutes; DescribeStream pages (`ExclusiveStartShardId`, small here so that every
 listing pages) and its ShardFilter for a closed shard's children; GetRecords of at most 1,000
 records, empty pages in the middle of a shard (never three in a row: the connector takes three for
@@ -67,6 +70,15 @@ class DShard:
     listed_from_ms: int  # a late child is listed only from then on
     records: list[Change] = field(default_factory=list)
     end_seq: int | None = None  # closed: its EndingSequenceNumber
+    arn: str = ""  # the stream it is a shard of
+
+
+@dataclass
+class DStream:
+    arn: str
+    label: str
+    created_ms: int
+    disabled_ms: int | None = None
 
 
 class DynamoStreamModel:
@@ -74,25 +86,56 @@ class DynamoStreamModel:
 
     def __init__(self, clock: SimClock, seed: int, table: str = "orders") -> None:
         self.clock, self.seed, self.table = clock, seed, table
-        self.label = dt.datetime.fromtimestamp(clock.now_ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000")
-        self.arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{table}/stream/{self.label}"
-        self.created_ms = clock.now_ms
+        self.streams: dict[str, DStream] = {}
         self.shards: dict[str, DShard] = {}
         self.next_seq = SEQ_BASE
         self.versions: dict[str, int] = {}
         self.calls = 0
         self.fail_at_call = 0  # the call at which the reading executor dies (0: none)
         self.throttle_rate = 0.0  # of calls answered LimitExceededException
+        self.list_throttle_rate = 0.0  # of ListStreams calls answered so
+        self.listings = 0  # ListStreams calls
         self.faults = {"lost": 0, "throttled": 0}  # what `before_call` did
         self._iterators: dict[
             str, tuple[str, int, int]
         ] = {}  # token -> (shard, index of next record, issued)
+        self.enable()
+
+    @property
+    def arn(self) -> str:
+        """The table's latest stream (enabled, or disabled and not enabled again yet)."""
+        return list(self.streams)[-1]
+
+    def stream(self, arn: str | None) -> DStream | None:
+        """The stream with this ARN while it exists (a disabled one is deleted 24 hours later)."""
+        stream = self.streams.get(arn or "")
+        if stream is None or (
+            stream.disabled_ms is not None and self.clock.now_ms - stream.disabled_ms > RETENTION_MS
+        ):
+            return None
+        return stream
+
+    def enable(self) -> None:
+        """The table's stream enabled (again): a new stream, with one open shard."""
+        when = dt.datetime.fromtimestamp(self.clock.now_ms / 1000, dt.UTC)
+        label = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{self.clock.now_ms % 1000:03d}"
+        arn = f"arn:aws:dynamodb:us-east-1:123456789012:table/{self.table}/stream/{label}"
+        assert arn not in self.streams and (
+            not self.streams or self.streams[self.arn].disabled_ms is not None
+        )
+        self.streams[arn] = DStream(arn, label, self.clock.now_ms)
         self._add(None, 0, SPACE, 0)
+
+    def disable(self) -> None:
+        """The table's stream disabled: its open shards close (readable 24 hours)."""
+        for shard in self.open_shards():
+            self._close(shard)
+        self.streams[self.arn].disabled_ms = self.clock.now_ms
 
     # -- the service's own changes and the table's writes --------------------------------------------
     def _add(self, parent: str | None, low: int, high: int, late_ms: int) -> DShard:
         sid = f"shardId-{self.clock.now_ms:013d}-{len(self.shards):08x}"
-        shard = DShard(sid, parent, low, high, self._seq(), self.clock.now_ms + late_ms)
+        shard = DShard(sid, parent, low, high, self._seq(), self.clock.now_ms + late_ms, arn=self.arn)
         self.shards[sid] = shard
         return shard
 
@@ -101,7 +144,7 @@ class DynamoStreamModel:
         return self.next_seq
 
     def open_shards(self) -> list[DShard]:
-        return [s for s in self.shards.values() if s.end_seq is None]
+        return [s for s in self.shards.values() if s.end_seq is None and s.arn == self.arn]
 
     def _close(self, shard: DShard) -> None:
         shard.end_seq = shard.records[-1].seq if shard.records else shard.start_seq
@@ -118,8 +161,9 @@ class DynamoStreamModel:
         self._add(sid, shard.low, middle, 0)
         self._add(sid, middle, shard.high, late_ms)  # (one child may be listed late)
 
-    def put(self, key: str) -> Change:
-        """A change of item `key` (INSERT first, then MODIFY, a REMOVE now and then)."""
+    def put(self, key: str) -> Change | None:
+        """A change of item `key` (INSERT first, then MODIFY, a REMOVE now and then); None when the
+        table's stream is disabled (the item changes, and no stream holds the change)."""
         version = self.versions.get(key, 0) + 1
         self.versions[key] = version
         name = (
@@ -131,6 +175,8 @@ class DynamoStreamModel:
         )
         if name == "REMOVE":
             self.versions[key] = 0
+        if self.streams[self.arn].disabled_ms is not None:
+            return None
         where = key_hash(key)
         shard = next(s for s in self.open_shards() if s.low <= where < s.high)
         change = Change(self._seq(), self.clock.now_ms, key, name, version)
@@ -142,14 +188,15 @@ class DynamoStreamModel:
         horizon = self.clock.now_ms - RETENTION_MS
         return next((i for i, r in enumerate(shard.records) if r.at_ms > horizon), len(shard.records))
 
-    def listed(self) -> list[DShard]:
-        """What DescribeStream lists now: shards past their listing time, less the closed ones whose
-        records all aged out 24 hours ago."""
-        now = self.clock.now_ms
+    def listed(self, arn: str | None = None) -> list[DShard]:
+        """What DescribeStream lists now of stream `arn` (the latest by default): shards past their
+        listing time, less the closed ones whose records all aged out 24 hours ago."""
+        now, arn = self.clock.now_ms, arn or self.arn
         return [
             s
             for s in self.shards.values()
-            if s.listed_from_ms <= now
+            if s.arn == arn
+            and s.listed_from_ms <= now
             and not (s.end_seq is not None and s.records and s.records[-1].at_ms < now - RETENTION_MS)
         ]
 
@@ -176,15 +223,23 @@ class SimStreamsClient:
 
     def list_streams(self, **kwargs: Any) -> dict[str, Any]:
         m = self.model
-        return {"Streams": [{"StreamArn": m.arn, "TableName": m.table, "StreamLabel": m.label}]}
+        m.listings += 1  # (its own count: the other calls' faults follow `calls`, as before it was modelled)
+        if chance(m.seed, "throttle-list", m.listings) < m.list_throttle_rate:
+            m.faults["throttled"] += 1
+            raise error("LimitExceededException", "Rate exceeded", "ListStreams")
+        listed = [s for s in m.streams.values() if m.stream(s.arn) is not None]
+        return {
+            "Streams": [{"StreamArn": s.arn, "TableName": m.table, "StreamLabel": s.label} for s in listed]
+        }
 
     def describe_stream(self, **kwargs: Any) -> dict[str, Any]:
         m = self.model
         m.calls += 1
         m.before_call("DescribeStream")
-        if kwargs.get("StreamArn") != m.arn:
+        stream = m.stream(kwargs.get("StreamArn"))
+        if stream is None:
             raise error("ResourceNotFoundException", "Requested resource not found", "DescribeStream")
-        shards = sorted(m.listed(), key=lambda s: s.sid)
+        shards = sorted(m.listed(stream.arn), key=lambda s: s.sid)
         wanted = kwargs.get("ShardFilter")
         if wanted:
             shards = [s for s in shards if s.parent == wanted["ShardId"]]
@@ -193,9 +248,9 @@ class SimStreamsClient:
             shards = [s for s in shards if s.sid > start]
         page = shards[: min(kwargs.get("Limit", 100), DESCRIBE_PAGE)]
         out: dict[str, Any] = {
-            "StreamArn": m.arn,
-            "StreamStatus": "ENABLED",
-            "CreationRequestDateTime": dt.datetime.fromtimestamp(m.created_ms / 1000, dt.UTC),
+            "StreamArn": stream.arn,
+            "StreamStatus": "ENABLED" if stream.disabled_ms is None else "DISABLED",
+            "CreationRequestDateTime": dt.datetime.fromtimestamp(stream.created_ms / 1000, dt.UTC),
             "Shards": [_shard_json(s) for s in page],
         }
         if len(page) < len(shards):
@@ -207,7 +262,8 @@ class SimStreamsClient:
         m.calls += 1
         m.before_call("GetShardIterator")
         shard = m.shards.get(kwargs["ShardId"])
-        if shard is None or shard not in m.listed():
+        stream = m.stream(kwargs.get("StreamArn"))
+        if shard is None or stream is None or shard not in m.listed(stream.arn):
             raise error(
                 "ResourceNotFoundException", "Requested resource not found: Shard", "GetShardIterator"
             )
@@ -240,6 +296,8 @@ class SimStreamsClient:
             raise error("ExpiredIteratorException", "Iterator expired", "GetRecords")
         sid, index, _issued = known
         shard = m.shards[sid]
+        if m.stream(shard.arn) is None:
+            raise error("ResourceNotFoundException", "Requested resource not found", "GetRecords")
         if index < m._trim_index(shard):
             raise error("TrimmedDataAccessException", "records trimmed", "GetRecords")
         empty_streak = int(ShardIterator.rsplit("~", 1)[1]) if "~" in ShardIterator else 0

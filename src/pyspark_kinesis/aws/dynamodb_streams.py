@@ -28,6 +28,7 @@ import pybase64
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..config.stream_specs import StreamSpec
+from ..config.table_streams import follows_table
 from ..errors import StreamAccessError, StreamNotFoundError
 from ..model import LATEST, Position, ShardInfo, StreamIdentity
 from .client import dynamodb_streams_client
@@ -183,14 +184,41 @@ class StreamsProxy:
 
     def check_same_stream(self, within_s: float = 0.0) -> None:
         """Raise a clear error if the stream is gone. A stream is never re-created under its ARN (a table
-        whose stream is disabled and enabled again has a new one), so there is nothing else to tell."""
+        whose stream is disabled and enabled again has a new one), so there is nothing else to tell. A
+        table's stream that another followed (the table named by name) is deleted 24 hours after it was
+        disabled: its shards are gone as aged-out ones are, which the read says as such."""
         try:
             self.describe(Limit=1)
         except StreamNotFoundError:
-            raise self.deleted() from None
+            try:
+                followed = follows_table(self.spec) and self.successor() is not None
+            except StreamNotFoundError:  # (the table is gone too)
+                followed = False
+            if not followed:
+                raise self.deleted() from None
 
     def look_past_tip(self, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
         return look_past_tip(self, shard_id, position, iterator)
+
+    def successor(self) -> str | None:
+        """The table's stream after this one (ListStreams: a newer StreamLabel), or None. A table has
+        one enabled stream at most, so a newer one means this one was disabled (its shards closed) and
+        the table's stream enabled again; `source.driver.renewal` reads it once this one is read to its
+        end. Asked of the table this stream belongs to, whatever the options named."""
+        table, own = table_name(self.arn), self.arn.rsplit("/stream/", 1)[-1]
+        newest: tuple[str, str] | None = None
+        start: dict[str, str] = {}
+        for _page in range(MAX_PAGES):
+            page = self._call("list_streams", TableName=table, **start)
+            for stream in page.get("Streams", []):
+                label = str(stream.get("StreamLabel") or stream["StreamArn"].rsplit("/stream/", 1)[-1])
+                if newest is None or label > newest[0]:
+                    newest = (label, str(stream["StreamArn"]))
+            following = page.get("LastEvaluatedStreamArn")
+            if not following or following == start.get("ExclusiveStartStreamArn"):
+                break
+            start = {"ExclusiveStartStreamArn": str(following)}
+        return newest[1] if newest is not None and newest[0] > own else None
 
     def describe(self, **kwargs: Any) -> dict[str, Any]:
         """One DescribeStream page. Throttling and 5xx left after botocore's attempts are tried again

@@ -261,6 +261,10 @@ class KinesisProxy:
     def look_past_tip(self, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
         return look_past_tip(self, shard_id, position, iterator)
 
+    def successor(self) -> str | None:
+        """None: a Kinesis stream is never followed by another (a re-created one keeps its ARN)."""
+        return None
+
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
         """One GetRecords call. An incomplete document reaches us as {}: read literally (no next
         iterator) it would say "shard closed" and skip records, so it is asked for again."""

@@ -41,6 +41,8 @@ class StreamProxy(Protocol):
 
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]: ...
 
+    def successor(self) -> str | None: ...
+
 
 def proxy_for(spec: StreamSpec, *, agent: str, max_attempts: int | None = None) -> StreamProxy:
     """The proxy of `spec`'s service (`KinesisProxy` or `dynamodb_streams.StreamsProxy`, which share

@@ -77,7 +77,7 @@ def lag(
     rows = []
     for (arn, sid), position in sorted(batch.positions_after().items()):
         name, arn_region = _stream_of(arn)
-        place = recorded.get(arn, {})
+        place = _place_of(recorded, arn)
         shard_region = region or place.get("region") or arn_region
         shard_endpoint = endpoint_url or place.get("endpointUrl")
         if arn not in told and not as_json:
@@ -154,6 +154,16 @@ def _print_lag(batch: int, rows: list[dict[str, Any]]) -> None:
             "'? (server said 0)': the server answered MillisBehindLatest 0 although records follow the "
             "position; the records behind are counted by reading them"
         )
+
+
+def _place_of(recorded: dict[str, dict[str, str | None]], arn: str) -> dict[str, str | None]:
+    """Where the query recorded stream `arn` is served. A table's later stream (followed after the
+    table's stream was disabled and enabled again) is not recorded: it is served where the table's
+    first one was."""
+    if arn in recorded or "/stream/" not in arn:
+        return recorded.get(arn, {})
+    table = arn.rsplit("/stream/", 1)[0] + "/stream/"
+    return next((place for key, place in sorted(recorded.items()) if key.startswith(table)), {})
 
 
 def _where_said(

@@ -18,6 +18,7 @@ from ..config.declared import BOOL, INT, Option, by_key, parse_declared
 from ..config.option_values import fold
 from ..config.start_positions import parse_source_start
 from ..config.stream_specs import DYNAMODB, KINESIS, StreamSpec, parse_streams, with_ends
+from ..config.table_streams import spec_of
 from ..config.value_format import ValueFormat
 from ..errors import OptionError
 from ..formats import parse_value_format, value_options
@@ -250,11 +251,9 @@ class SourceConfig:
         return self.consumer_type == "efo"
 
     def stream(self, key: str) -> StreamSpec | None:
-        """The stream with this identity (its ARN), if the options still name it."""
-        for spec in self.streams:
-            if spec.arn == key:
-                return spec
-        return None
+        """The stream with this identity (its ARN), if the options still name it; a table named by
+        name names each stream it has had (`table_streams`: a stream disabled and enabled again)."""
+        return spec_of(self.streams, key)
 
     def with_identities(self, identities: list[StreamIdentity]) -> SourceConfig:
         """The config with every stream's identity (ARN, creation time, retention) resolved, in

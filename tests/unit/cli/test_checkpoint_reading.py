@@ -53,3 +53,15 @@ def test_a_record_the_driver_read_and_that_is_gone_is_told_apart_from_one_not_wr
     log.mark_read(token, 0, [0])
     found = Checkpoint(location, str(tmp_path / "meta")).batch(0)
     assert found.records == {0: None} and found.read == frozenset({0})
+
+
+def test_lag_finds_a_tables_later_stream_where_the_query_recorded_its_first():
+    from pyspark_kinesis.cli.checkpoints import _place_of
+
+    first = "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000"
+    later = first.replace("2026-01-01", "2026-03-01")
+    local = {"region": "us-east-1", "endpointUrl": "http://127.0.0.1:4567"}
+    recorded = {first: local, ARN: {"region": "us-east-1", "endpointUrl": "http://127.0.0.1:9"}}
+    assert _place_of(recorded, later) == local  # (followed after the table's stream was enabled again)
+    assert _place_of(recorded, first.replace("table/orders/", "table/other/")) == {}
+    assert _place_of(recorded, ARN + "2") == {}

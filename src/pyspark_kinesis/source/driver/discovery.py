@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from ...aws.services import StreamProxy, proxy_for
 from ...config.stream_specs import StreamSpec
+from ...config.table_streams import follows_table
 from ...errors import DataLossError, StreamAccessError, StreamNotFoundError, StreamRecreatedError
 from ...model import LATEST, TIMESTAMP, Position, ShardInfo, stream_words
 from ..options import SourceConfig
@@ -257,7 +258,16 @@ class ShardDiscovery:
                 stream.checked_ms = now
             listed = stream.proxy.list_shards()
         except StreamNotFoundError:
-            raise stream.proxy.deleted() from None
+            try:  # (a table's stream another followed is deleted 24 hours after it was disabled)
+                followed = follows_table(stream.spec) and stream.proxy.successor() is not None
+            except StreamNotFoundError:
+                followed = False
+            except StreamAccessError as exc:
+                self._failed(key, stream, now, exc)
+                return None
+            if not followed:
+                raise stream.proxy.deleted() from None
+            listed = []  # (all of it gone: what was left unread is said lost, and `stream_set` goes on)
         except StreamRecreatedError:
             raise
         except StreamAccessError as exc:

@@ -32,6 +32,7 @@ from .discovery import ShardDiscovery, now_ms, recreated_streams
 from .lag import LagTracker, report_losses
 from .ledger import Ledger
 from .recorded import other_streams
+from .stream_set import StreamSet
 from .tip_probe import TipProbe
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class Planner:
         self.clock = clock
         self.sleep: Callable[[float], None] = time.sleep  # between listings retried (tests replace it)
         self.discovery = ShardDiscovery(config, proxy_factory, clock)
-        self._configured = [spec.resolved_arn for spec in config.streams]  # named by the options, in order
+        self.stream_set = StreamSet(config, self.discovery, clock)  # the offset's streams (the options')
         self.cutoff_ms: int | None = None  # set by Trigger.AvailableNow, and by drainInOneBatch
         self.drain = False  # drainInOneBatch: batches planned read every shard to the cutoff (one batch)
         # Where each shard's last read kept its continuation (`ShardEnd.holder`): handed to the next
@@ -109,9 +110,8 @@ class Planner:
 
     # -- checks that the checkpoint and the records belong together ------------------------------
     def check_offset(self, offset: SourceOffset) -> None:
-        configured = set(self._configured)
-        if offset.streams and not configured & set(offset.streams):
-            raise other_streams(set(offset.streams), configured)
+        if offset.streams and not any(self.stream_set.covered(key) for key in offset.streams):
+            raise other_streams(set(offset.streams), {spec.resolved_arn for spec in self.config.streams})
         self.ledger.check_query(offset)
 
     def listed(self, offset: SourceOffset) -> dict[ShardRef, ShardInfo]:
@@ -211,8 +211,9 @@ class Planner:
         if known is not None:
             return known
         gone = set(recreated_streams(offset, self.config)) if recreated is None else recreated
-        configured = set(self._configured) - gone
-        ends, unrun = self.ledger.read_ends(offset, lambda ref: ref[0] in configured)
+        ends, unrun = self.ledger.read_ends(
+            offset, lambda ref: ref[0] not in gone and self.stream_set.covered(ref[0])
+        )
         self.shape.observe(ends, unrun)
         report_losses(offset.batch, ends)
         return ends
@@ -225,20 +226,6 @@ class Planner:
         its continuation (`steps.holders_of`)."""
         self.holders.update(steps.holders_of(ends))
         return steps.advanced(offset, ends)
-
-    def _follow_options(self, streams: dict[str, dict[str, ShardState]]) -> dict[str, dict[str, ShardState]]:
-        """Streams added to the options since the checkpoint start at their starting position; streams
-        removed from them leave the offset (and are not read again)."""
-        out = {key: states for key, states in streams.items() if key in self._configured}
-        for key in sorted(set(streams) - set(self._configured)):
-            log.warning(
-                "Kinesis stream %s is no longer in the options: dropped from the query's offsets", key
-            )
-        for key in self._configured:
-            if key not in out:
-                out[key] = self.discovery.initial_states(key)
-                log.info("Kinesis stream %s was added to the options: read from its starting position", key)
-        return out
 
     def _list_after(
         self, closures: set[ShardRef], ends: dict[ShardRef, ShardEnd], states: dict[str, ShardState]
@@ -280,7 +267,7 @@ class Planner:
         if again is not None:
             self.lag.update(start.batch, ends, again.streams)  # (what batch `start.batch` read, as below)
             return again
-        streams = self._follow_options(self.advance(start, ends))
+        streams = self.stream_set.follow_options(self.advance(start, ends))
         for key in sorted(recreated):
             log.warning(
                 "Kinesis stream %s was deleted and re-created since the checkpoint: failOnDataLoss=false, so "
@@ -290,6 +277,7 @@ class Planner:
             streams[key] = self.discovery.initial_states(key, Position.trim_horizon())
         for key in streams:
             streams[key] = lineage.prune_finished(self._discover(key, streams[key], ends))
+        streams = self.stream_set.renewed(streams)  # (a table's stream disabled and enabled again)
         self.lag.update(start.batch, ends, streams)
 
         self.probe.seed(self.ledger.quiet_noted(start))

@@ -66,8 +66,9 @@ def read_ends(
 
 def other_streams(written: set[str], configured: set[str]) -> CheckpointMismatchError:
     """The checkpoint's streams are none of those the options name. A DynamoDB table whose stream was
-    disabled and enabled again has a new stream (a new ARN), which a query naming the table by name
-    finds at its next start: said as such, with the two ways on."""
+    disabled and enabled again has a new stream (a new ARN): options that name the new stream by its
+    ARN for a checkpoint of the old one are told so, with the ways on (a table named by name is
+    followed from one stream to the next: `stream_set`)."""
     tables = {_table(arn): arn for arn in written if _table(arn)}
     renewed = sorted((tables[_table(arn)], arn) for arn in configured if _table(arn) in tables)
     if renewed:
@@ -75,9 +76,9 @@ def other_streams(written: set[str], configured: set[str]) -> CheckpointMismatch
         return CheckpointMismatchError(
             f"The stream of DynamoDB table '{_table(new)}' is a new one ({new}) since this checkpoint was "
             f"written for {old}: the table's stream was disabled and enabled again, and the checkpoint's "
-            "positions are the old stream's. To read the new stream, start a new checkpointLocation and "
-            "metadataPath (startingPosition=TRIM_HORIZON reads its last 24 hours); to read what is left of "
-            "the old one (readable 24 hours after it was disabled), name it by its ARN."
+            f"positions are the old stream's. Name the table by its name (streamName={_table(new)}) to read "
+            "what is left of the old stream (readable 24 hours after it was disabled) and then the new one "
+            "from its start; or start a new checkpointLocation and metadataPath for the new stream alone."
         )
     return CheckpointMismatchError(
         f"The checkpoint was written for Kinesis stream(s) {', '.join(sorted(written))}, but the options "

@@ -65,7 +65,7 @@ def test_a_dynamodb_tables_new_stream_is_named_as_such_with_both_ways_on():
     assert message.startswith(
         f"The stream of DynamoDB table 'orders' is a new one ({new}) since this checkpoint"
     )
-    assert f"written for {old}" in message and "name it by its ARN" in message
+    assert f"written for {old}" in message and "Name the table by its name (streamName=orders)" in message
     other = "arn:aws:dynamodb:eu-west-1:123456789012:table/payments/stream/2026-03-01T00:00:00.000"
     assert str(other_streams({old}, {other})).startswith("The checkpoint was written for")  # another table
 
@@ -163,7 +163,7 @@ def test_streams_dropped_from_and_added_to_the_options_are_said(caplog):
     first = planner.next_offset(planner.initial_offset(), None, None)
     before.run(first)
     after = Harness(config("a", "b"), kinesis, Clock(), before.store)
-    with caplog.at_level(logging.INFO, logger=planner_module.__name__):
+    with caplog.at_level(logging.INFO, logger="pyspark_kinesis.source.driver"):
         second = after.planner().next_offset(logged(first), None, None)
     assert sorted(second.streams) == [A, arn("b")]
     assert f"Kinesis stream {arn('c')} is no longer in the options: dropped from the query's offsets" in (
