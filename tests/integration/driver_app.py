@@ -101,6 +101,8 @@ def main() -> None:
         """The query's rows: the source's own, or a shape's (tests/support/query_shapes.py) over one
         read per stream of `cfg["streams"]`, each with the options and its own metadataPath, or the
         chaos suite's shape of the source's rows (`chaos_shaped`)."""
+        if cfg.get("table_options"):
+            return table_and_stream(spark, reader.load(), cfg["table_options"])
         if not cfg.get("shape"):
             return chaos_shaped(spark, reader.load(), cfg.get("chaos_shape", "plain"))
         from tests.support.query_shapes import SHAPES
@@ -205,6 +207,35 @@ def chaos_shaped(spark, df, shape: str):
         )
         return df.unionByName(other)
     return df
+
+
+def table_and_stream(spark, records, table_options: dict[str, str]):
+    """A DynamoDB table's changes (service=dynamodb, `table_options`) and the Kinesis stream's records in
+    one stateful query: both as (source, key, sequenceNumber, approximateArrivalTimestamp), a watermark,
+    and the pass-through stateful operator per source and key."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    changes = spark.readStream.format("kinesis")
+    for key, value in table_options.items():
+        changes = changes.option(key, value)
+    shape = ("sequenceNumber", "approximateArrivalTimestamp")
+    table = changes.load().select(
+        F.lit("table").alias("source"), F.get_json_object("keys", "$.id").alias("key"), *shape
+    )
+    stream = records.select(F.lit("stream").alias("source"), F.col("partitionKey").alias("key"), *shape)
+    both = stream.unionByName(table)
+    return (
+        both.withWatermark("approximateArrivalTimestamp", "1 hour")
+        .groupBy("source", "key")
+        .applyInPandasWithState(
+            _passed_through,
+            both.schema,
+            "count LONG, newest LONG",
+            "append",
+            GroupStateTimeout.EventTimeTimeout,
+        )
+    )
 
 
 def run_until_idle(query, idle_s: float, timeout_s: float, stop_file: str | None = None) -> None:

@@ -152,3 +152,29 @@ def test_the_lag_command_counts_a_tables_changes_behind_the_committed_batch(spar
     report = as_json("lag", "--checkpoint", chk, "--metadata-path", meta, "--endpoint-url", endpoint)
     (shard,) = report["shards"]
     assert shard["stream"].startswith("arn:aws:dynamodb:") and shard["records"] == 5 and shard["complete"]
+
+
+def test_a_table_deleted_while_the_query_runs_ends_it_with_one_clear_error(spark, local_sts, tmp_path):
+    """moto's DynamoDB Streams answers ResourceNotFoundException for a deleted table's stream, and
+    ListStreams no newer stream for it: not a stream disabled and enabled again, the table is gone."""
+    from tests.integration.streaming_util import start_running, wait_for
+
+    endpoint, name = local_sts.endpoint, f"gone-{uuid.uuid4().hex[:8]}"
+    table(endpoint, name)
+    client = dynamodb(endpoint)
+    for n in range(3):
+        client.put_item(TableName=name, Item={"id": {"S": f"o-{n}"}})
+    df = read_table(spark, endpoint, name, str(tmp_path / "meta"), shardDiscoveryIntervalMs=500)
+    sink = Collector()
+    query = start_running(df, str(tmp_path / "cp"), sink)
+    try:
+        wait_for(lambda: len(sink.rows) >= 3, 90, "the changes made before the start", query)
+        client.delete_table(TableName=name)
+        with pytest.raises(Exception, match="was deleted") as failure:
+            query.awaitTermination(90)
+    finally:
+        query.stop()
+    message = str(failure.value)
+    assert f"of DynamoDB table '{name}' was deleted (with its table) while the query read it" in message, (
+        message[-2000:]
+    )

@@ -156,9 +156,8 @@ class Query:
         return rows
 
 
-def make_world(monkeypatch) -> tuple[SimClock, DynamoStreamModel, int]:
+def make_world(monkeypatch, seed: int = 7) -> tuple[SimClock, DynamoStreamModel, int]:
     """The simulated clock and stream model, patched into the connector for one test."""
-    seed = 7
     clock = SimClock()
     model = DynamoStreamModel(clock, seed)
     store = SimStore()
