@@ -139,8 +139,8 @@ REVERTS = [
         "a-found-record-renews-the-tip",
         "(found) a shard a look found records in, kept from a batch's budget, was called a loss",
         "source/driver/tip_probe.py",
-        "                if answer.news is False or answer.ended or answer.first_ms > 0:\n",
-        "                if answer.news is False:\n",
+        "            if answer.news is False or answer.ended or answer.first_ms > 0:\n",
+        "            if answer.news is False:\n",
     ),
     Revert(
         "closed-idle-shard-is-looked-at",

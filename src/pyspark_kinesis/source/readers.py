@@ -182,6 +182,11 @@ class KinesisStreamReader(DataSourceStreamReader):
         `BatchEndLog.collect`). It lags a batch, and the last batch of a run may never be committed."""
         self.planner.committed(self._see(SourceOffset.from_json(end)))
 
+    def stop(self) -> None:
+        """The query stops: the driver's looks at idle shards still queued are dropped, not waited for."""
+        if self._planner is not None:
+            self._planner.probe.close()
+
     # -- executor side ----------------------------------------------------------------------------
     @surfaced_rows
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

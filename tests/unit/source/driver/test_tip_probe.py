@@ -180,3 +180,45 @@ def test_a_look_that_found_a_record_renews_the_tip_to_when_it_arrived_while_the_
     looks.answers = {"s0": TipAnswer(True, ended=True)}  # (the shard ends right after the position)
     run.news({held: states[held]}, now=now + 30_000, every=True)
     assert run.quiet[held] == (AT, now + 30_000)
+
+
+def test_a_trigger_waits_for_looks_at_most_look_wait_and_the_next_one_takes_their_answers(monkeypatch):
+    """Looks run beside planning (issue #65.5: at 2,000 idle shards, waiting for every look made
+    planning longer than the trigger): a look still in flight after LOOK_WAIT_S is answered to the next
+    trigger, and an answer counts only for the position it was asked at. AvailableNow waits for all."""
+    import threading
+
+    monkeypatch.setattr(tip_probe, "LOOK_WAIT_S", 0.05)
+    gate = threading.Event()
+
+    class Slow(Looks):
+        class Proxy(Looks.Proxy):
+            def look_past_tip(self, sid: str, position: Position, iterator: str | None) -> TipAnswer:
+                if sid == "slow":
+                    assert gate.wait(10)  # (bounded: set below)
+                self.looks.asked.append((self.key, sid, position, iterator))
+                return TipAnswer(True, first_ms=7)
+
+        def proxy_for(self, key: str) -> Looks.Proxy:
+            return Slow.Proxy(self, key)
+
+    looks = Slow()
+    run = TipProbe(looks.proxy_for, 1000, Clock())  # type: ignore[arg-type]
+    fast, slow = ShardRef(A, "fast"), ShardRef(A, "slow")
+    try:
+        assert run.news(idle(fast, slow), now=2000) == {fast}  # not waited for: the slow look
+        gate.set()
+        assert run.news(idle(fast, slow), now=2100) == {slow}  # (neither is due: the answer came)
+        assert run.looks == 2 and run.quiet[slow] == (AT, 7)
+        gate.clear()
+        assert run.news(idle(slow), now=3100) == set()
+        moved = {slow: ShardState(Position.after("200"), idle=True, polled_ms=3200, tip_ms=3200)}
+        gate.set()
+        assert run.news(moved, now=3300) == set()  # answered for a position the shard has left
+        gate.clear()
+        pending = threading.Timer(0.2, gate.set)
+        pending.start()
+        assert run.news(moved, now=3400, every=True) == {slow}  # AvailableNow: waited for
+    finally:
+        gate.set()
+        run.close()
