@@ -11,7 +11,7 @@ then from its first change (TRIM_HORIZON: every change since it was enabled), th
 leaving the offset as a removed stream's does. The old stream is read to its end when every shard of
 it is finished: disabling closes its shards, and a table has one enabled stream at most, so a newer
 stream (ListStreams) says the old one is disabled. A child the service lists minutes after its parent
-closed could still be unlisted then, so the move waits until `LATE_CHILDREN_MS` after the new stream
+closed could still be unlisted then, so the move waits until `LATE_LISTING_MS` after the new stream
 was created (the old one was disabled before that) and a listing made since shows nothing unread.
 A restarted query, whose options now resolve the table to its new stream, goes on with the old one
 first by the same rule (`table_streams`).
@@ -28,10 +28,9 @@ from ...model import Position
 from ..options import SourceConfig
 from ..state.offsets import ShardState
 from . import lineage
-from .discovery import ShardDiscovery
+from .discovery import LATE_LISTING_MS, ShardDiscovery
 
 log = logging.getLogger(__name__)
-LATE_CHILDREN_MS = 30 * 60_000  # how late the service may list a shard created before a stream was disabled
 RETENTION_MS = 24 * 3_600_000  # a DynamoDB stream keeps changes 24 hours
 
 Streams = dict[str, dict[str, ShardState]]
@@ -98,7 +97,7 @@ class StreamSet:
             if successor is None:
                 return None
             created = self.discovery.proxy(successor).identity().created_ms or now
-            if now < created + LATE_CHILDREN_MS:
+            if now < created + LATE_LISTING_MS:
                 return None
             # (a listing made now: a child listed late would show here, unread)
             relisted = self.discovery.refresh(key, states, force=True, cutoff_ms=None)

@@ -261,3 +261,44 @@ def test_named_starts_list_once_and_pin_latest_defaults():
         s1: Position.at_timestamp(clock.now),
     }
     assert found.created(A) == 1_700_000_000_000
+
+
+# -- a parent listed after its children (DynamoDB Streams) ----------------------------------------------
+
+
+def dynamodb_discovery(proxy: Proxy, clock: Clock) -> ShardDiscovery:
+    from dataclasses import replace
+
+    found = discovery_of(proxy, clock)
+    stream = found._stream(A)
+    stream.spec = replace(stream.spec, service="dynamodb")
+    return found
+
+
+def test_a_dynamodb_shard_whose_parent_is_not_listed_yet_waits_for_it_with_its_descendants():
+    """Found by the simulation (tests/sim/dynamodb_week.py, seeds 5,002 and 5,103): a child the service
+    made late split before it was listed; its children, listed first, were read at once and it never."""
+    from pyspark_kinesis.source.driver import lineage
+
+    early = [shard("s0", closed=True), shard("s2", "s1"), shard("s3", "s2")]
+    proxy, clock = Proxy(early, [shard("s1", "s0", closed=True), *early]), Clock()
+    found = dynamodb_discovery(proxy, clock)
+    start = {"s0": ShardState(Position.shard_end())}
+    first = found.refresh(A, start, force=True, cutoff_ms=None)
+    assert set(first) == {"s0"}  # s2's parent s1 is not listed: s2 and its child s3 wait
+    clock.now += 60_000
+    second = found.refresh(A, first, force=True, cutoff_ms=None)
+    assert set(second) == {"s0", "s1", "s2", "s3"} and lineage.readable(second) == ["s1"]
+
+
+def test_a_held_shard_whose_parent_never_comes_is_read_after_the_wait_and_kinesis_waits_for_nothing():
+    listing = [shard("s2", "gone"), shard("s3", "s2")]
+    proxy, clock = Proxy(listing), Clock()
+    found = dynamodb_discovery(proxy, clock)
+    assert found.refresh(A, {}, force=True, cutoff_ms=None) == {}
+    clock.now += discovery.LATE_LISTING_MS - 1
+    assert found.refresh(A, {}, force=True, cutoff_ms=None) == {}
+    clock.now += 1
+    assert set(found.refresh(A, {}, force=True, cutoff_ms=None)) == {"s2", "s3"}  # (its parent aged out)
+    kinesis = discovery_of(Proxy(listing), Clock())
+    assert set(kinesis.refresh(A, {}, force=True, cutoff_ms=None)) == {"s2", "s3"}
