@@ -157,3 +157,31 @@ def test_a_disabled_streams_changes_that_aged_out_while_the_query_was_stopped_ar
     run.drain()
     read = run.read()
     assert read == before + after
+
+
+def test_a_new_stream_reached_more_than_a_day_after_it_was_enabled_is_a_loud_possible_loss(world):
+    """The old stream read to its end, the query stopped, the table's stream enabled again and written
+    to, and the query started 28 hours later: the new stream's oldest changes aged out before the query
+    reached it. Said (failOnDataLoss), or with failOnDataLoss=false what is left is read once."""
+    clock, model, _seed = world
+    run = Run(world, {**OPTIONS, "idlePollIntervalMs": "500"})
+    run.query.kill_rate = run.query.copy_rate = model.throttle_rate = model.list_throttle_rate = 0.0
+    run.writes(1)
+    model.disable()
+    run.drain()
+    run.stop()
+    read_before = list(run.made)
+    model.enable()
+    run.writes(2, running=False)
+    aged = run.made[len(read_before) :]
+    clock.advance_ms(25 * HOUR_MS)
+    run.writes(1, running=False)
+    kept = run.made[len(read_before) + len(aged) :]
+    assert aged and kept
+    run.restart()
+    with pytest.raises(DataLossError, match=r"was enabled 2\d hours ago, and changes stay 24 hours"):
+        run.drain()
+    run.query.options = {**run.query.options, "failOnDataLoss": "false"}
+    run.restart()
+    run.drain()
+    assert run.read() == read_before + kept
