@@ -216,7 +216,7 @@ def test_a_table_by_name_reads_its_latest_stream():
     assert scripted(Scripted([], streams), name="t").arn == streams[1]["StreamArn"]
 
 
-def test_a_streams_successor_is_the_tables_newer_stream_over_every_liststreams_page():
+def test_a_streams_successor_is_the_tables_next_stream_over_every_liststreams_page():
     label = "2026-0{}-01T00:00:00.000".format
     arn = "arn:aws:dynamodb:us-east-1:1:table/t/stream/{}".format
     streams = [{"StreamArn": arn(label(n)), "StreamLabel": label(n)} for n in (1, 3, 2)]
@@ -235,7 +235,8 @@ def test_a_streams_successor_is_the_tables_newer_stream_over_every_liststreams_p
             return out
 
     client = Paged([], streams)
-    assert scripted(client, name=arn(label(1))).successor() == arn(label(3))  # the newest, from page two
+    assert scripted(client, name=arn(label(1))).successor() == arn(label(2))  # the next, from page three
+    assert scripted(Paged([], streams), name=arn(label(2))).successor() == arn(label(3))
     assert [c.get("ExclusiveStartStreamArn") for c in client.calls] == [None, arn(label(1)), arn(label(3))]
     assert all(c["TableName"] == "t" for c in client.calls)
     assert scripted(Paged([], streams), name=arn(label(3))).successor() is None  # the newest has none
