@@ -28,10 +28,9 @@ from ...model import Position
 from ..options import SourceConfig
 from ..state.offsets import ShardState
 from . import lineage
-from .discovery import LATE_LISTING_MS, ShardDiscovery
+from .discovery import LATE_LISTING_MS, RETENTION_MS, ShardDiscovery
 
 log = logging.getLogger(__name__)
-RETENTION_MS = 24 * 3_600_000  # a DynamoDB stream keeps changes 24 hours
 
 Streams = dict[str, dict[str, ShardState]]
 
@@ -115,7 +114,7 @@ class StreamSet:
             successor,
         )
         return successor, lineage.prune_finished(
-            self.discovery.initial_states(successor, Position.trim_horizon())
+            self.discovery.initial_states(successor, Position.trim_horizon(), created)
         )
 
     def _aged_out(self, key: str, successor: str, created: int) -> None:

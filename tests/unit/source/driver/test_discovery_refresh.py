@@ -302,3 +302,19 @@ def test_a_held_shard_whose_parent_never_comes_is_read_after_the_wait_and_kinesi
     assert set(found.refresh(A, {}, force=True, cutoff_ms=None)) == {"s2", "s3"}  # (its parent aged out)
     kinesis = discovery_of(Proxy(listing), Clock())
     assert set(kinesis.refresh(A, {}, force=True, cutoff_ms=None)) == {"s2", "s3"}
+
+
+def test_a_young_dynamodb_streams_first_states_hold_shards_whose_parent_is_not_listed():
+    """Found by the simulation (seed 5,044): a table's new stream, followed 30 minutes after it was
+    enabled, listed its first shard's children before that shard; the children were started as roots."""
+    listing = [shard("s0"), shard("s2", "s1"), shard("s3", "s2")]
+    clock = Clock()
+    clock.now = 100 * 3_600_000
+    young = dynamodb_discovery(Proxy(listing), clock)
+    assert set(young.initial_states(A, Position.trim_horizon(), clock.now - 3_600_000)) == {"s0"}
+    old = dynamodb_discovery(Proxy(listing), clock)  # (older than 24 h: an unlisted parent aged out)
+    assert set(old.initial_states(A, Position.trim_horizon(), clock.now - 25 * 3_600_000)) == {
+        "s0",
+        "s2",
+        "s3",
+    }
