@@ -3,7 +3,7 @@
 A DynamoDB table whose stream is disabled and enabled again gets a new stream with a new ARN, and
 ARNs are the streams' identities in offsets and batch-end records. The user named the table, not a
 stream: every stream the table has had is that entry's, so a query follows the table from one stream
-to the next (`source.driver.renewal`) and its executors find the spec of a stream that was not the
+to the next (`source.driver.stream_set`) and its executors find the spec of a stream that was not the
 table's when the query started. A stream named by ARN is that stream only, and a Kinesis stream has
 one ARN for its name's lifetime (a re-created one is told apart by its creation time instead).
 """
