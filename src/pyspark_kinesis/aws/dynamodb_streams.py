@@ -190,12 +190,17 @@ class StreamsProxy:
         try:
             self.describe(Limit=1)
         except StreamNotFoundError:
-            try:
-                followed = follows_table(self.spec) and self.successor() is not None
-            except StreamNotFoundError:  # (the table is gone too)
-                followed = False
-            if not followed:
+            if not self.followed():
                 raise self.deleted() from None
+
+    def followed(self) -> bool:
+        """Whether another stream of the table followed this one (the table named by name): a stream
+        that is gone is then the disabled one, deleted 24 hours later, not a table deleted. False when
+        the table is gone too; a throttled or failed ListStreams raises."""
+        try:
+            return follows_table(self.spec) and self.successor() is not None
+        except StreamNotFoundError:
+            return False
 
     def look_past_tip(self, shard_id: str, position: Position, iterator: str | None) -> TipAnswer:
         return look_past_tip(self, shard_id, position, iterator)

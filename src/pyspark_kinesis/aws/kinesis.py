@@ -265,6 +265,9 @@ class KinesisProxy:
         """None: a Kinesis stream is never followed by another (a re-created one keeps its ARN)."""
         return None
 
+    def followed(self) -> bool:
+        return False
+
     def get_records(self, iterator: str, limit: int) -> dict[str, Any]:
         """One GetRecords call. An incomplete document reaches us as {}: read literally (no next
         iterator) it would say "shard closed" and skip records, so it is asked for again."""

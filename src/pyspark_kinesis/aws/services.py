@@ -43,6 +43,8 @@ class StreamProxy(Protocol):
 
     def successor(self) -> str | None: ...
 
+    def followed(self) -> bool: ...
+
 
 def proxy_for(spec: StreamSpec, *, agent: str, max_attempts: int | None = None) -> StreamProxy:
     """The proxy of `spec`'s service (`KinesisProxy` or `dynamodb_streams.StreamsProxy`, which share

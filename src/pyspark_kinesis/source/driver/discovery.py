@@ -273,9 +273,7 @@ class ShardDiscovery:
             listed = stream.proxy.list_shards()
         except StreamNotFoundError:
             try:  # (a table's stream another followed is deleted 24 hours after it was disabled)
-                followed = follows_table(stream.spec) and stream.proxy.successor() is not None
-            except StreamNotFoundError:
-                followed = False
+                followed = follows_table(stream.spec) and stream.proxy.followed()
             except StreamAccessError as exc:
                 self._failed(key, stream, now, exc)
                 return None
@@ -320,7 +318,7 @@ class ShardDiscovery:
             log.info("Kinesis stream %s: new shards %s", key, ", ".join(added))
         merged, orphans = lineage.forget_aged_out(merged, listed)
         if orphans:
-            self._loss(
+            self.loss(
                 f"{stream_words(key)}: shards {', '.join(orphans)} have not been read yet and their parents "
                 "are past retention, so their oldest records may be too (the query was stopped, or behind, "
                 "longer than the stream's retention): an unknown number of records may be lost",
@@ -335,7 +333,7 @@ class ShardDiscovery:
                 f"{stream_words(key)}: shards {where or ', '.join(expired)} went past retention before they were "
                 "read to their end; their unread records are lost"
             )
-            self._loss(text, "and go on with their children")
+            self.loss(text, "and go on with their children")
         return merged
 
     def _held_back(self, key: str, states: dict[str, ShardState], listed: list[ShardInfo]) -> list[ShardInfo]:
@@ -368,7 +366,7 @@ class ShardDiscovery:
             )
         return [shard for shard in listed if shard.shard_id not in held]
 
-    def _loss(self, text: str, then: str) -> None:
+    def loss(self, text: str, then: str) -> None:
         """Records the query should read are gone: a DataLossError, or with failOnDataLoss=false a
         warning, and `then`."""
         if self.config.fail_on_data_loss:

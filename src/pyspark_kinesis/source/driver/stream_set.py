@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 
 from ...config.table_streams import follows_table, owner_of
-from ...errors import DataLossError, StreamAccessError
+from ...errors import StreamAccessError
 from ...model import Position
 from ..options import SourceConfig
 from ..state.offsets import ShardState
@@ -118,11 +118,9 @@ class StreamSet:
         )
 
     def _aged_out(self, key: str, successor: str, created: int) -> None:
-        text = (
+        self.discovery.loss(
             f"DynamoDB stream {successor} (the table's stream after {key}) was enabled "
             f"{(self.clock() - created) // 3_600_000} hours ago, and changes stay 24 hours: its oldest "
-            "changes may be gone"
+            "changes may be gone",
+            "and read what is left",
         )
-        if self.config.fail_on_data_loss:
-            raise DataLossError(f"{text}. Set failOnDataLoss=false to accept the loss and read what is left.")
-        log.warning("%s; failOnDataLoss=false: reading what is left", text)
