@@ -178,6 +178,15 @@ def make_world(monkeypatch, seed: int = 7) -> tuple[SimClock, DynamoStreamModel,
     return clock, model, seed
 
 
+def started(query: Query) -> Query:
+    """A query's first start; a throttled one fails and its job starts it again (`restarted`)."""
+    try:
+        query.start()
+    except QueryFailed:
+        return restarted(query)
+    return query
+
+
 def restarted(query: Query) -> Query:
     for generation in range(query.generation + 1, query.generation + 4):  # (bounded)
         again = Query(query.options, query.seed, generation, query.model)

@@ -26,7 +26,7 @@ import time
 import pytest
 
 from .clock import chance
-from .dynamodb_query import KEYS, MINUTE_MS, OPTIONS, Query, make_world, restarted, surviving
+from .dynamodb_query import KEYS, MINUTE_MS, OPTIONS, Query, make_world, restarted, started, surviving
 
 STEP_MS = 5 * MINUTE_MS
 WEEK_OPTIONS = {
@@ -44,7 +44,7 @@ def week(seed: int, monkeypatch: pytest.MonkeyPatch, days: int = 7) -> dict[str,
     query = Query(WEEK_OPTIONS, seed, model=model)
     query.kill_rate, query.copy_rate = 0.1, 0.1  # (tasks killed mid-read or after their record; copies)
     model.throttle_rate, model.list_throttle_rate = 0.05, 0.05
-    query = _started(query)
+    query = started(query)
     made: list[tuple[str, int]] = []
     stopped_until = enable_at = None
     figures = collections.Counter({"rollovers": 0, "splits": 0, "late": 0, "restarts": 0, "re-enabled": 0})
@@ -102,16 +102,6 @@ def week(seed: int, monkeypatch: pytest.MonkeyPatch, days: int = 7) -> dict[str,
         **{k.replace(" ", "-"): v for k, v in query.done.items()},
     )
     return dict(figures)
-
-
-def _started(query: Query) -> Query:
-    try:
-        query.start()
-    except Exception as exc:  # (a throttled start: the job tries again)
-        if type(exc).__name__ != "QueryFailed":
-            raise
-        return restarted(query)
-    return query
 
 
 def _drained(query: Query, clock, model) -> Query:
