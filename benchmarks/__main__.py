@@ -516,7 +516,7 @@ def bench_cpu(
     import tempfile
     from pathlib import Path
 
-    from . import cpu, report
+    from . import cpu, near_limit, report
     from .process_cpu import UNEXPLAINED_LIMIT
 
     if server not in ("memory", "kinesalite"):
@@ -534,6 +534,14 @@ def bench_cpu(
     for cells in cpu.table_rows(rows):
         table.add_row(*cells)
     console.print(table)
+    for row in rows:
+        beyond = row.beyond()
+        if beyond is not None:
+            near = Table(title=f"Near the limit, {row.size:,} B records on {row.shards} shards")
+            for column in near_limit.HEADER:
+                near.add_column(column)
+            near.add_row(*near_limit.cells(beyond))
+            console.print(near)
     for goal, value, met in cpu.goals(rows):
         console.print(f"goal: {goal}: {value}, {'met' if met else 'NOT met'}")
     command = (

@@ -26,8 +26,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks import child_env, child_figures
+from benchmarks import child_env, child_figures, near_limit
 from benchmarks.local_setup import environment, put_all, spark_session, trusted_certificate
+from benchmarks.near_limit import Beyond, decode_rates
 from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, ProcessMeter, Usage
 from benchmarks.report import Spread, machine
 
@@ -49,6 +50,7 @@ class CpuRow:
     spark: list[Usage] = field(default_factory=list)
     spark_wall: list[float] = field(default_factory=list)
     fixed: list[Usage] = field(default_factory=list)  # the same query over one record per shard
+    decode: list[float] = field(default_factory=list)  # the decoder alone, MB/CPU-s (benchmark server)
 
     @property
     def megabytes(self) -> float:
@@ -116,6 +118,13 @@ class CpuRow:
             executor(w) - executor(f) for w, f in zip(self.spark, self.fixed, strict=True)
         )
         return self.megabytes / max(1e-9, spent) * MB / KINESIS_SHARD_BYTES_PER_SECOND
+
+    def beyond(self) -> Beyond | None:
+        """The cost per MB beyond the fixed cost by process, against the decoder alone (benchmark
+        server only, where the decoder ran; None where the fixed cost dominates)."""
+        if not self.decode or not self.measurable():
+            return None
+        return Beyond(self.megabytes, self.spark, self.fixed, self.decode)
 
     def cpu_ratio(self) -> float:
         return self.spark_rate().median / self.loop_rate().median
@@ -244,6 +253,8 @@ def run_cpu(
                                 read_whole=partial(connector_read, spark, endpoint, stream, work, options),
                                 meter=partial(ProcessMeter, servers=servers),
                             )
+                            if server == "memory":  # (a round of its own each time: the same phases)
+                                row.decode += decode_rates(size, row.records, 1)
                     rows.append(row)
     finally:
         spark.stop()
@@ -349,6 +360,9 @@ def goals(rows: list[CpuRow]) -> list[tuple[str, str, bool]]:
                 row.steady_shards_per_core() >= SHARDS_GOAL,
             )
         )
+    beyond = row.beyond()
+    if beyond is not None:
+        judged.append(near_limit.goal(beyond))
     return judged
 
 
@@ -482,6 +496,10 @@ def markdown_cpu(
     if judged:
         lines += ["", "| goal (1 KB records, 4 shards) | measured | met |", "|---|---|---|"]
         lines += [f"| {goal} | {value} | {'yes' if met else 'no'} |" for goal, value, met in judged]
+    for row in rows:
+        beyond = row.beyond()
+        if beyond is not None:
+            lines += near_limit.markdown(f"{row.size:,} B records, {row.shards} shards", beyond)
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,7 @@ the cross-check column says how much busy time nothing measured explains."""
 
 from __future__ import annotations
 
-from benchmarks import cpu
+from benchmarks import cpu, near_limit
 from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, Usage
 
 
@@ -81,3 +81,29 @@ def test_a_round_measures_the_fixed_and_the_whole_query_each_right_after_a_query
     # The measured fixed query follows an unmeasured one, as the measured whole query follows it.
     assert log == ["loop", "fixed", "measure", "fixed", "end", "measure", "whole", "end"]
     assert (len(r.fixed), len(r.spark), r.loop_cpu) == (1, 1, [1.0])
+
+
+def test_near_the_limit_sets_each_process_beyond_the_fixed_cost_against_the_decoder_alone():
+    """Issue #65.6: the cost per MB beyond the fixed cost by process, against the decoder's, judged
+    within 1.5x; the executor's Python shows what it spends beyond the decode."""
+    r = row()
+    assert r.beyond() is None  # no decoder figure: no table, no goal
+    r.decode = [250.0, 200.0, 100.0]  # MB/CPU-s: median 200, 5 ms per MB
+    beyond = r.beyond()
+    assert beyond is not None
+    assert beyond.per_mb_ms() == 20.0  # 2.0 CPU-s beyond the fixed cost over 100 MB
+    assert beyond.per_mb_ms(JVM) == 10.0 and beyond.per_mb_ms(EXECUTOR_PYTHON) == 5.0
+    assert beyond.ratio() == 4.0 and not beyond.met()
+    cells = dict(zip(near_limit.HEADER, near_limit.cells(beyond), strict=True))
+    assert cells["executor Python ms/MB (beyond the decode)"] == "5.00 (+0.00)"
+    assert cells["vs decoder"] == "4.00x"
+    assert ("CPU per MB beyond the fixed cost within 1.5x of decoding the same responses alone (one core)",
+            "4.00x", False) in cpu.goals([r])  # fmt: skip
+    assert "Near the limit (1,000 B records, 4 shards)" in cpu.markdown_cpu([r], 5.0, "bash x")
+    r.decode = [50.0]  # 20 ms per MB: the query beyond its fixed cost costs no more than the decoder
+    assert r.beyond().met()  # type: ignore[union-attr]
+
+
+def test_the_decoder_alone_decodes_the_benchmark_servers_own_answers():
+    rates = near_limit.decode_rates(1000, 20_000, 2)
+    assert len(rates) == 2 and all(rate > 0 for rate in rates)
