@@ -349,9 +349,10 @@ class ShardDiscovery:
         if stream.spec.service != DYNAMODB:
             return listed
         known, now = set(states) | {s.shard_id for s in listed}, self._clock()
-        held = set()
+        held, new = set(), set()
         for shard in listed:
             if shard.shard_id not in states and any(p not in known for p in shard.parents):
+                new |= {shard.shard_id} - stream.first_seen.keys()
                 first = stream.first_seen.setdefault(shard.shard_id, now)
                 if now - first < LATE_LISTING_MS:
                     held.add(shard.shard_id)
@@ -360,10 +361,13 @@ class ShardDiscovery:
             if not more:
                 break
             held |= more
-        if held:
+        for read in stream.first_seen.keys() & states.keys():  # (in the offset: never held again)
+            del stream.first_seen[read]
+        if held & new:  # (told when a shard starts to wait, not at every listing of its wait)
             log.info(
-                "%s: shards %s wait for their parents' listing", stream_words(key), ", ".join(sorted(held))
-            )
+                "%s: shards %s wait up to %d min for their parents' listing",
+                stream_words(key), ", ".join(sorted(held)), LATE_LISTING_MS // 60_000,
+            )  # fmt: skip
         return [shard for shard in listed if shard.shard_id not in held]
 
     def loss(self, text: str, then: str) -> None:

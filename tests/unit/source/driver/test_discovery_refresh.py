@@ -318,3 +318,24 @@ def test_a_young_dynamodb_streams_first_states_hold_shards_whose_parent_is_not_l
         "s2",
         "s3",
     }
+
+
+def test_a_held_shard_is_told_once_and_forgotten_once_it_is_in_the_offset(caplog):
+    early = [shard("s0", closed=True), shard("s2", "s1")]
+    late = [shard("s1", "s0", closed=True), *early]
+    proxy = Proxy(early, early, early, late, late)
+    clock = Clock()
+    found = dynamodb_discovery(proxy, clock)
+    states = {"s0": ShardState(Position.shard_end())}
+    with caplog.at_level(logging.INFO, logger=discovery.log.name):
+        for _listing in range(3):
+            clock.now += 60_000
+            assert set(found.refresh(A, states, force=True, cutoff_ms=None)) == {"s0"}
+    told = [r.getMessage() for r in caplog.records if "wait up to 30 min" in r.getMessage()]
+    assert len(told) == 1 and "s2" in told[0]
+    clock.now += 60_000
+    states = found.refresh(A, states, force=True, cutoff_ms=None)
+    assert set(states) == {"s0", "s1", "s2"}
+    clock.now += 60_000
+    found.refresh(A, states, force=True, cutoff_ms=None)
+    assert found._stream(A).first_seen == {}
