@@ -27,6 +27,10 @@ def test_each_kinds_row_is_the_medians_of_its_own_runs():
     assert "13.0 (12.0-14.0)" in fresh and "+0.0%" in fresh
     idle = next(line for line in text.splitlines() if line.startswith("| idle"))
     assert idle.startswith("| idle | 5.00 (5.00-5.00) | 3.00 (3.00-3.00) |")
+    # issue #65.1: idle 5.00 CPU-s against warm 1.35 is 3.70x the back-to-back query, over 1.3x
+    assert "(`warm`), in CPU-s | 3.70x | NO |" in text
+    text = markdown([*runs, _run("idle", 0.1, 0.0, 1.0), _run("idle", 0.1, 0.0, 1.0)], 4, "x")
+    assert "(`warm`), in CPU-s | 0.07x | yes |" in text
 
 
 def test_the_tls_section_says_https_and_names_its_command():
@@ -56,4 +60,5 @@ def test_the_break_even_is_where_the_jobs_and_the_scripts_cpu_lines_cross():
         in text
     )
     assert "about 1,933 MB" in text
+    assert "at least 1.5x the script's MB per CPU-second | 0.60x | NO |" in text
     assert break_even_mb({100: sizes[100]}) is None
