@@ -495,6 +495,36 @@ def bench_planner(
 _EXTRA_OPTION = typer.Option(None, help="Extra source option KEY=VALUE for the connector (repeatable).")
 
 
+_ONLY_SECTION = typer.Option(None, help="Only this section (its marker name, repeatable).")
+
+
+@app.command("page")
+def bench_page(
+    only: list[str] | None = _ONLY_SECTION,
+    list_only: bool = typer.Option(
+        False, "--list", help="Print the sections and their commands, run nothing."
+    ),
+    bound_min: float = typer.Option(90, min=1, help="Minutes one section's command may take."),
+    page: str = typer.Option(DOC, help="The page, relative to the repository."),
+) -> None:
+    """Regenerate the whole performance page: every section's own command, in order (hours)."""
+    from . import REPO
+    from . import page as whole_page
+    from .report import commit
+
+    if list_only:
+        for section in whole_page.sections((REPO / page).read_text()):
+            print(f"{section.name}: {section.command}")  # (one line each, not wrapped)
+        return
+    done = whole_page.run(page, only or [], bound_min * 60)
+    failed = [(s, code) for s, code, _minutes in done if code != 0]
+    for section, code, minutes in done:
+        console.print(f"{section.name}: {minutes:.1f} min, {'ok' if code == 0 else f'FAILED (exit {code})'}")
+    console.print(f"at commit {commit()}")
+    if failed:  # (a flagged or failed section: its figures were not written, or do not hold)
+        raise typer.Exit(1)
+
+
 @app.command("cpu")
 def bench_cpu(
     server: str = typer.Option(
