@@ -24,6 +24,9 @@ for arg in "$@"; do
 done
 if [ "$run" = 1 ]; then
     "$VENV/bin/mutmut" run --max-children "${MUTMUT_CHILDREN:-2}" "${names[@]}" || true  # (exit code: not the score)
+    # (which commit and which mutants: the report marks rows whose module changed since its run)
+    dirty=$(git diff --quiet HEAD -- src tests || echo +)
+    echo "$(git rev-parse --short HEAD)$dirty ${names[*]:-all}" >> mutants/runs.txt
 fi
 "$VENV/bin/mutmut" results --all true > mutants/results.txt
 exec "$VENV/bin/python" -m tests.mutation.report mutants/results.txt "${write[@]}"

@@ -84,3 +84,28 @@ def test_the_doc_keeps_one_copy_of_the_figures(tmp_path):
     report.write(doc, "second\n")
     text = doc.read_text()
     assert text.count(report.BEGIN) == 1 and "second" in text and "first" not in text and "Intro." in text
+
+
+def test_a_row_whose_module_changed_since_the_run_that_measured_it_says_so(tmp_path):
+    """Issue #62: the table merged runs at several commits and did not mark modules changed since."""
+    (tmp_path / "runs.txt").write_text("aaa1111 all\nbbb2222 pyspark_kinesis.model.*\n")
+    made_by = report.runs(tmp_path / "runs.txt")
+    assert made_by[1].covers("pyspark_kinesis.model.xǁPositionǁanchor__mutmut_1")
+    assert not made_by[1].covers("pyspark_kinesis.kpl.x_encode__mutmut_1")
+    asked = []
+
+    def changed(commit: str, module: str) -> bool:
+        asked.append((commit, module))
+        return module == "pyspark_kinesis.kpl"
+
+    text = report.report(report.parse(RESULTS), [], diff, made_by, changed)
+    assert sorted(asked) == [("aaa1111", "pyspark_kinesis.kpl"), ("bbb2222", "pyspark_kinesis.model")]
+    assert "| pyspark_kinesis.kpl (at aaa1111, changed since) | 4 |" in text
+    assert "| pyspark_kinesis.model | 2 |" in text
+    assert "aaa1111: all; bbb2222: pyspark_kinesis.model.*" in text and 'marked "changed since" (1)' in text
+    (tmp_path / "runs.txt").write_text("ccc3333+ all\n")  # (run with uncommitted changes: not trusted)
+    text = report.report(
+        report.parse(RESULTS), [], diff, report.runs(tmp_path / "runs.txt"), lambda c, m: False
+    )
+    assert "(at ccc3333, changed since)" in text
+    assert "not recorded" in report.report(report.parse(RESULTS), [], diff)
