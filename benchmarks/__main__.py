@@ -340,6 +340,9 @@ def bench_latency(
     quiet_s: int = typer.Option(
         0, min=0, max=900, help="Seconds the stream stays empty after the query's first batches."
     ),
+    repeat: int = typer.Option(
+        1, "--runs", min=1, max=9, help="Runs one after another (polling on local[2]: goals on their median)."
+    ),
     write: str = typer.Option(None, help=f"Also write the section into this file ({DOC})."),
 ) -> None:
     """p50/p99 delay from put to foreachBatch with the default trigger."""
@@ -365,7 +368,13 @@ def bench_latency(
                     rate, seconds, shards, Path(work), kind, mode, master, quiet_s
                 )
     if consumer_type == "polling" and masters == ["local[2]"]:
-        text = latency.markdown_latency(runs["polling"], rate, seconds, shards, kind)
+        more = []
+        for _again in range(repeat - 1):
+            with tempfile.TemporaryDirectory(prefix="bench-latency-") as work:
+                more.append(
+                    latency.run_latency(rate, seconds, shards, Path(work), kind, "polling", "local[2]", 0)
+                )
+        text = latency.markdown_latency([runs["polling"], *more], rate, seconds, shards, kind)
         name = "bench-latency"
     else:
         text = latency.markdown_modes(runs, rate, seconds, shards, quiet_s)
