@@ -189,7 +189,7 @@ def report(
     scored = total["killed"] + total["survived"]
     score = total["killed"] / scored if scored else 0.0
     lines = [
-        f"Mutation score of the core against the unit tests (`bash scripts/mutation.sh`, mutmut), "
+        f"Mutation score of the package (but `[tool.mutmut] do_not_mutate`) against the unit tests (`bash scripts/mutation.sh`, mutmut), "
         f"{datetime.date.today().isoformat()}: **{score:.1%}** of {scored} non-equivalent mutants killed "
         f"(goal {GOAL:.0%} overall and {MODULE_GOAL:.0%} in every module; below it: "
         f"{', '.join(below) or 'none'})."

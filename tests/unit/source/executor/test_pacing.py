@@ -87,3 +87,29 @@ def test_fan_out_spaces_its_get_shard_iterator_calls(monkeypatch):
     monkeypatch.setattr(source, "open", lambda *a, **k: True)
     assert source.open_oldest() is True
     assert paced.keys == [(SPEC.resolved_arn, SHARD)]
+
+
+def test_a_response_paces_nothing_when_pacing_is_off_or_it_held_no_bytes(monkeypatch):
+    """Byte pacing off (`shardReadBytesPerSecond` 0) or an empty response: no pause and no error; the
+    smallest response that counts (one byte at one byte a second) pauses for its second."""
+    clock = Clock(monkeypatch)
+    pacer = Pacer()
+    pacer.after_response(("s", "a"), clock.now, 1_000, 0)  # (pacing off: no division by its zero)
+    pacer.after_response(("s", "b"), clock.now + 5, 0, 1_000_000)  # (no bytes: no turn set at all)
+    assert pacer.before_call(("s", "a")) == pytest.approx(clock.now)
+    assert pacer.before_call(("s", "b")) == pytest.approx(clock.now) and clock.slept == []
+    started = pacer.before_call(("s", "c"))
+    pacer.after_response(("s", "c"), started, 1, 1)
+    assert pacer.before_call(("s", "c")) == pytest.approx(started + 1.0)
+
+
+def test_a_small_response_keeps_the_call_spacing_and_a_fresh_shard_waits_for_nothing(monkeypatch):
+    clock = Clock(monkeypatch)
+    clock.now = 0.5  # (a clock near its origin: a fresh shard's turn is "now", not a made-up time)
+    pacer = Pacer()
+    assert pacer.before_call(("s", "fresh")) == pytest.approx(0.5) and clock.slept == []
+    pacer.after_response(("s", "new"), 0.0, 1, 10)  # (a shard with no turn yet: its turn is 0.1)
+    assert pacer.before_call(("s", "new")) == pytest.approx(0.5) and clock.slept == []
+    started = pacer.before_call(("s", "a"))
+    pacer.after_response(("s", "a"), started, 1, 1_000_000)  # (1 µs of bytes: the 0.2 s spacing stands)
+    assert pacer.before_call(("s", "a")) == pytest.approx(started + MIN_CALL_SPACING_S)
