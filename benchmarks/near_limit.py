@@ -27,7 +27,6 @@ from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, Usage
 
 MB = 1_000_000
 WITHIN = 1.5  # the goal: the cost per MB beyond the fixed cost within 1.5x of the decoder's alone
-ROLES = (JVM, EXECUTOR_PYTHON, DRIVER_PYTHON)
 
 
 def decode_child() -> None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from botocore.exceptions import EndpointConnectionError
+
 from pyspark_kinesis.aws.get_records import Records
 from pyspark_kinesis.aws.kinesis import KinesisProxy
 from pyspark_kinesis.aws.tip_look import LOOK_PAGES
 from pyspark_kinesis.config.aws_settings import AwsSettings
 from pyspark_kinesis.config.stream_specs import StreamSpec
 from pyspark_kinesis.model import Position
-from tests.unit.scripted import client_error, records
+from tests.unit.scripted import THROTTLED, client_error, records
 
 EMPTY = Records.from_lists([], [], [], [])
 AFTER_4 = Position.after("4")
@@ -19,11 +21,12 @@ AFTER_4 = Position.after("4")
 
 class Client:
     """GetShardIterator answers from `iterators` (an iterator, or an error to raise) in turn;
-    GetRecords from `pages`."""
+    GetRecords from `pages` (a page, or an error to raise); both record what they were asked."""
 
     def __init__(self, iterators: list[Any], pages: list[dict[str, Any]]) -> None:
         self.iterators, self.pages = iterators, pages
         self.asked: list[dict[str, Any]] = []
+        self.read: list[dict[str, Any]] = []
 
     def get_shard_iterator(self, **args: Any) -> dict[str, Any]:
         self.asked.append(args)
@@ -33,7 +36,11 @@ class Client:
         return {"ShardIterator": answer}
 
     def get_records(self, **args: Any) -> dict[str, Any]:
-        return self.pages.pop(0)
+        self.read.append(args)
+        answer = self.pages.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
 
 def proxy(client: Client) -> KinesisProxy:
@@ -98,3 +105,53 @@ def test_an_empty_page_that_cannot_tell_is_read_past_not_taken_for_the_tip():
     assert answer.news is False and answer.iterator == "n3"
     endless = proxy(Client(["it"], [dict(unsure) for _ in range(LOOK_PAGES)]))
     assert endless.look_past_tip("s", AFTER_4, None).news is None  # (told nothing: the batch reads it)
+
+
+AT_TIP = {"Records": EMPTY, "NextShardIterator": "next", "MillisBehindLatest": 0}
+EXPIRED = client_error("ExpiredIteratorException", "Iterator expired")
+
+
+def test_a_look_asks_for_one_record_of_its_shard_and_renews_an_expired_iterator_once():
+    client = Client(["fresh"], [EXPIRED, AT_TIP])
+    answer = proxy(client).look_past_tip("shard-7", AFTER_4, "kept")
+    assert answer.news is False and answer.iterator == "next"
+    assert [r["ShardIterator"] for r in client.read] == ["kept", "fresh"]
+    assert all(r["Limit"] == 1 for r in client.read)  # (one record: the look keeps none)
+    assert [a["ShardId"] for a in client.asked] == ["shard-7"]
+    twice = Client(["fresh"], [EXPIRED, EXPIRED])
+    answer = proxy(twice).look_past_tip("shard-7", AFTER_4, "kept")
+    assert answer.news is True and answer.failure.startswith("ExpiredIteratorException: ")
+    assert len(twice.asked) == 1  # (obtained again once, not in a loop)
+
+
+def test_refused_credentials_a_throttle_and_a_broken_connection_each_answer_as_they_mean():
+    denied = client_error("AccessDeniedException", "not authorized")
+    answer = proxy(Client([], [denied])).look_past_tip("s", AFTER_4, "kept")
+    assert (answer.news, answer.denied) == (True, True) and answer.failure.startswith(
+        "AccessDeniedException: "
+    )
+    answer = proxy(Client([], [THROTTLED])).look_past_tip("s", AFTER_4, "kept")
+    assert (answer.news, answer.iterator, answer.failure) == (None, "kept", "")  # (told nothing: ask later)
+    broken = EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+    answer = proxy(Client([], [broken])).look_past_tip("s", AFTER_4, "kept")
+    assert answer.news is True and not answer.denied
+    assert answer.failure.startswith("EndpointConnectionError: ")
+    other = client_error("ValidationException", "bad")
+    answer = proxy(Client([], [other])).look_past_tip("s", AFTER_4, "kept")
+    assert answer.news is True and not answer.denied and answer.failure.startswith("ValidationException: ")
+
+
+def test_any_lag_is_news_and_a_page_that_cannot_tell_goes_on_from_its_own_iterator():
+    behind = {"Records": EMPTY, "NextShardIterator": "n", "MillisBehindLatest": 1}
+    assert proxy(Client(["it"], [behind])).look_past_tip("s", AFTER_4, None).news is True
+    unsure = {"Records": EMPTY, "NextShardIterator": "n1", "MillisBehindLatest": -1}
+    client = Client(["it"], [unsure, AT_TIP])
+    proxy(client).look_past_tip("s", AFTER_4, None)
+    assert [r["ShardIterator"] for r in client.read] == ["it", "n1"]
+
+
+def test_the_oldest_record_is_asked_of_the_same_shard():
+    refused = client_error("InvalidArgumentException", "sequence number is trimmed", "GetShardIterator")
+    client = Client([refused, "oldest"], [AT_TIP])
+    proxy(client).look_past_tip("shard-3", AFTER_4, None)
+    assert [a["ShardId"] for a in client.asked] == ["shard-3", "shard-3"]

@@ -119,6 +119,10 @@ def test_a_body_cut_short_is_a_closed_connection_botocore_retries() -> None:
 def test_the_connectors_clients_read_bodies_whole() -> None:
     made = kinesis("http://127.0.0.1:9", 2, "whole-body-c")
     assert isinstance(made._endpoint.http_session, WholeBodySession)
+    bare = kinesis("http://127.0.0.1:9", 2, "whole-body-d")
+    bare._endpoint.http_session = bare._endpoint.http_session._inner
+    assert read_bodies_whole(bare) is True  # (a client botocore shaped as expected: wrapped, and said so)
+    assert isinstance(bare._endpoint.http_session, WholeBodySession)
     glue = client.glue_client(
         AwsSettings(region="us-east-1", endpoint_url="http://127.0.0.1:9", access_key_id="a", secret_key="b"),
         "http://127.0.0.1:9",
@@ -192,6 +196,7 @@ def test_a_streamed_request_is_botocores_and_others_are_read_here() -> None:
     plain = Request(stream_output=False)
     read = session.send(plain)
     assert read.content == b"body" and read.status_code == 200
+    assert read.url == Streamed.url and isinstance(read.raw, Raw)  # (the rest is botocore's response's)
     assert inner.sent == [True, True]  # botocore was told to leave the body unread
     assert plain.stream_output is False  # and the request is as it was, for botocore's retries
     session.close()
@@ -216,9 +221,18 @@ def test_the_request_is_restored_when_sending_fails() -> None:
     ],
 )
 def test_a_failed_read_is_botocores_error_for_it(error: Exception, expected: type[Exception]) -> None:
+    """What botocore's session would have raised, with what it carries: the cause, the endpoint (its
+    retry and error messages name it) and, for a closed connection, the request."""
+    request = Request(stream_output=False)
     with pytest.raises(expected) as raised:
-        read_body(Raw(error=error), Request(stream_output=False))
+        read_body(Raw(error=error), request)
     assert raised.value.__cause__ is error
+    carried = raised.value.kwargs  # type: ignore[attr-defined]
+    assert carried["error"] is error
+    if expected is not HTTPClientError:
+        assert carried["endpoint_url"] == Request.url
+    if expected is ConnectionClosedError:
+        assert raised.value.request is request  # type: ignore[attr-defined]
 
 
 def test_an_empty_body_reads_as_empty_bytes() -> None:
