@@ -393,6 +393,32 @@ def test_a_verified_reads_retries_stay_verified() -> None:
     held.close()
 
 
+class BrokenAtOnce:
+    """An event stream whose connection breaks before its first event: the service took the call."""
+
+    def __iter__(self):
+        from urllib3.exceptions import ProtocolError
+
+        raise ProtocolError("Connection broken: reset by peer")
+        yield  # (a generator, as botocore's event stream is)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_connection_broken_right_after_the_answer_is_a_subscription_the_service_took() -> None:
+    """Found by the chaos run of 2026-11-29 (seed 10, fan-out, subscriptions reset by the proxy): the
+    agent counted a subscription whose connection broke before its first event as refused, and
+    subscribed again 1 s later, inside the service's 5 s after a successful call."""
+    from urllib3.exceptions import ProtocolError
+
+    hub = SubscriptionHub(lambda spec: Client(BrokenAtOnce()))  # type: ignore[arg-type]
+    hub.spacing = Recording()
+    with pytest.raises(ProtocolError):
+        hub.open(request(Position.trim_horizon(), reuse=False))
+    assert hub.spacing.answers == [(KEY, True)]
+
+
 def test_a_newer_kept_subscription_closes_the_one_kept_before() -> None:
     client = Client(Finite(), Finite())
     hub = SubscriptionHub(lambda spec: client)
