@@ -210,15 +210,18 @@ def push_interval(client: Any, endpoint: str, stream: str, seconds: float = 6.0)
     return statistics.median(gaps)
 
 
-def latency_row(run: LatencyRun, label: str) -> str:
+def quantiles(run: LatencyRun) -> tuple[float, float, float, float]:
+    """p50, p90, p99 and max of a run's delays."""
     ordered = sorted(run.delays)
     if not ordered:
         raise RuntimeError(f"no record arrived ({run.put} put)")
     pick = lambda q: ordered[min(len(ordered) - 1, int(len(ordered) * q))]  # noqa: E731
-    return (
-        f"| {label} | {run.put:,} | {len(ordered):,} | {statistics.median(ordered):.2f} s | {pick(0.9):.2f} s | "
-        f"{pick(0.99):.2f} s | {ordered[-1]:.2f} s |"
-    )
+    return statistics.median(ordered), pick(0.9), pick(0.99), ordered[-1]
+
+
+def latency_row(run: LatencyRun, label: str) -> str:
+    p50, p90, p99, worst = quantiles(run)
+    return f"| {label} | {run.put:,} | {len(run.delays):,} | {p50:.2f} s | {p90:.2f} s | {p99:.2f} s | {worst:.2f} s |"
 
 
 def markdown_modes(
@@ -304,15 +307,6 @@ def push_note(run: LatencyRun | None) -> str:
 
 
 P50_GOAL_S, P99_GOAL_S = 0.25, 0.6  # issue #65.7: polling, default options, 100 records/s on 4 shards
-
-
-def quantiles(run: LatencyRun) -> tuple[float, float, float, float]:
-    """p50, p90, p99 and max of a run's delays."""
-    ordered = sorted(run.delays)
-    if not ordered:
-        raise RuntimeError(f"no record arrived ({run.put} put)")
-    pick = lambda q: ordered[min(len(ordered) - 1, int(len(ordered) * q))]  # noqa: E731
-    return statistics.median(ordered), pick(0.9), pick(0.99), ordered[-1]
 
 
 def markdown_latency(runs: list[LatencyRun], rate: int, seconds: int, shards: int, kind: str) -> str:
