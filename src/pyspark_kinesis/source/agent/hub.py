@@ -179,6 +179,14 @@ class HeldSubscription:
         self.events.close()
 
 
+def refused(exc: BaseException) -> bool:
+    """Whether a failed SubscribeToShard was the service's refusal (an AWS error: the call was not
+    taken). Anything else (a connection refused, reset or timed out) may have reached the service after
+    it took the call, and Kinesis answers another call within 5 s of a taken one with
+    ResourceInUseException: the spacing counts it as taken (found by the chaos runs of 2026-11-29)."""
+    return bool(error_code(exc))
+
+
 class SubscriptionHub:
     """The agent's subscriptions: opened (or continued) for reads, kept between them, reaped."""
 
@@ -218,8 +226,9 @@ class SubscriptionHub:
             subscription = Subscription(
                 self.client_for(want.spec), want.consumer, want.shard, want.position, want.verify
             )
-        except BaseException:
-            self.spacing.answered(key, ok=False)
+        except BaseException as exc:
+            # (only the service's refusal is one; a call that broke may have reached it: its 5 s hold)
+            self.spacing.answered(key, ok=not refused(exc))
             raise
         held = HeldSubscription(key, subscription, want.relay_key)
         held.hand_to(want.batch, want.position, want.verify)
@@ -230,8 +239,8 @@ class SubscriptionHub:
             held.close()
             # Refused inside the stream (a service error event: kinesis-local refuses so) is a refusal;
             # a connection broken after the answer is a subscription the service took, and its 5 s
-            # hold (found by the chaos run of 2026-11-29, seed 10: resubscribed 1 s after a reset).
-            self.spacing.answered(key, ok=not error_code(first[1]))
+            # hold (found by the chaos runs of 2026-11-29, seed 10: resubscribed 1 s after a reset).
+            self.spacing.answered(key, ok=not refused(first[1]))
             raise first[1]
         self.spacing.answered(key, ok=True)
         held.accepted()

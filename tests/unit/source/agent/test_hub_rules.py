@@ -419,6 +419,25 @@ def test_a_connection_broken_right_after_the_answer_is_a_subscription_the_servic
     assert hub.spacing.answers == [(KEY, True)]
 
 
+def test_a_call_that_broke_may_have_been_taken_and_a_refusal_was_not() -> None:
+    """Found by the second chaos run of 2026-11-29 (seed 10, run 4): a SubscribeToShard whose
+    connection broke before its answer was read was counted as refused, and the agent subscribed again
+    1 s later; the service may have taken it (and then refuses another call within 5 s)."""
+    from botocore.exceptions import ConnectionClosedError
+
+    class Breaking(FakeClient):
+        def subscribe_to_shard(self, **args: Any) -> dict:
+            raise ConnectionClosedError(endpoint_url="http://127.0.0.1:9")
+
+    hub = SubscriptionHub(lambda spec: Breaking())
+    hub.spacing = Recording()
+    with pytest.raises(ConnectionClosedError):
+        hub.open(request(Position.trim_horizon(), reuse=False))
+    assert hub.spacing.answers == [(KEY, True)]
+    assert hub_module.refused(ClientError({"Error": {"Code": "LimitExceededException"}}, "SubscribeToShard"))
+    assert not hub_module.refused(ConnectionClosedError(endpoint_url="http://127.0.0.1:9"))
+
+
 def test_a_newer_kept_subscription_closes_the_one_kept_before() -> None:
     client = Client(Finite(), Finite())
     hub = SubscriptionHub(lambda spec: client)
