@@ -28,7 +28,6 @@ from typing import Any
 
 from benchmarks import child_env, child_figures, near_limit
 from benchmarks.local_setup import environment, put_all, spark_session, trusted_certificate
-from benchmarks.near_limit import Beyond, decode_rates
 from benchmarks.process_cpu import DRIVER_PYTHON, EXECUTOR_PYTHON, JVM, ProcessMeter, Usage
 from benchmarks.report import Spread, machine
 
@@ -119,12 +118,12 @@ class CpuRow:
         )
         return self.megabytes / max(1e-9, spent) * MB / KINESIS_SHARD_BYTES_PER_SECOND
 
-    def beyond(self) -> Beyond | None:
+    def beyond(self) -> near_limit.Beyond | None:
         """The cost per MB beyond the fixed cost by process, against the decoder alone (benchmark
         server only, where the decoder ran; None where the fixed cost dominates)."""
         if not self.decode or not self.measurable():
             return None
-        return Beyond(self.megabytes, self.spark, self.fixed, self.decode)
+        return near_limit.Beyond(self.megabytes, self.spark, self.fixed, self.decode)
 
     def cpu_ratio(self) -> float:
         return self.spark_rate().median / self.loop_rate().median
@@ -254,7 +253,7 @@ def run_cpu(
                                 meter=partial(ProcessMeter, servers=servers),
                             )
                             if server == "memory":  # (a round of its own each time: the same phases)
-                                row.decode += decode_rates(size, row.records, 1)
+                                row.decode += near_limit.decode_rates(size, row.records, 1)
                     rows.append(row)
     finally:
         spark.stop()
