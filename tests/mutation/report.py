@@ -74,15 +74,18 @@ def equivalents(path: Path = EQUIVALENT) -> list[Equivalent]:
     ]
 
 
+def source_of(module: str) -> Path:
+    """A module's source file under src/ (a package's `__init__.py` for a package)."""
+    path = Path("src", *module.split(".")).with_suffix(".py")
+    return path if path.exists() else Path("src", *module.split("."), "__init__.py")
+
+
 def mutmut_diff(mutant: str) -> str:
     """The mutant's diff, from mutmut's own files under `mutants/` (run from the project's root)."""
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
     module = module_of(mutant)
-    path = Path("src", *module.split(".")).with_suffix(".py")
-    if not path.exists():  # a package's __init__
-        path = Path("src", *module.split("."), "__init__.py")
-    return get_diff_for_mutant(mutant, path=path)
+    return get_diff_for_mutant(mutant, path=source_of(module))
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,7 @@ def runs(path: Path) -> list[Run]:
 def changed_since(commit: str, module: str) -> bool:
     """Whether the module's source differs now from `commit`'s (a row measured then no longer says
     what the tests catch of the code as it is)."""
-    path = Path("src", *module.split(".")).with_suffix(".py")
-    if not path.exists():
-        path = Path("src", *module.split("."), "__init__.py")
-    done = subprocess.run(["git", "diff", "--quiet", commit, "--", str(path)], check=False)
+    done = subprocess.run(["git", "diff", "--quiet", commit, "--", str(source_of(module))], check=False)
     return done.returncode != 0
 
 
